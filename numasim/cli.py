@@ -1,0 +1,192 @@
+"""Command line: ``numasim run | validate | policies | machines | workloads``.
+
+The only module that prints. A :class:`~numasim.errors.NumasimError` is shown
+as one clear message and exits with status 2; anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .errors import NumasimError
+from .policies.base import available_policies
+from .results import RunResult
+from .runner import run
+from .scenario import load, load_preset, machine_preset, preset_names
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="numasim", description="Simulate pods on NUMA machines under competing schedulers.")
+    p.add_argument("--version", action="version", version=f"numasim {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a scenario and print throughput and locality per policy")
+    r.add_argument("scenario", help="scenario YAML file")
+    r.add_argument("--policy", action="append", metavar="NAME", help="run only this variant (label or policy name); repeatable; the baseline always runs")
+    r.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
+    r.add_argument("--duration", help="simulated time, e.g. 30s (default: the scenario's)")
+    r.add_argument("--json", metavar="FILE", help="write the results as JSON (schema numasim.result/1)")
+    r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field, e.g. machine.smt=true or pods.0.replicas=4")
+    r.add_argument("--workers", type=int, default=0, help="processes for policy variants (default: one per CPU)")
+    r.add_argument("--quiet", action="store_true", help="no progress display")
+
+    v = sub.add_parser("validate", help="check a scenario file and report every problem")
+    v.add_argument("scenario")
+    v.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+
+    sub.add_parser("policies", help="list the available policies")
+    sub.add_parser("machines", help="list the machine presets")
+    sub.add_parser("workloads", help="list the workload presets")
+    return p
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _table(result: RunResult) -> Table:
+    t = Table(title=f"{result.scenario['name']} on {result.scenario['machine']} "
+                    f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']})")
+    for col, just in (("policy", "left"), ("ops/s", "right"), ("relative", "right"), ("locality", "right"),
+                      ("migrations", "right"), ("cross-node", "right"), ("CPU util", "right"), ("rejected", "right")):
+        t.add_column(col, justify=just)
+    for r in result.runs:
+        rel = result.relative(r.label)
+        rejected = sum(p.status in ("rejected", "failed") for p in r.pods)
+        t.add_row(
+            r.label + ("  (baseline)" if r.label == result.baseline else ""),
+            f"{r.throughput:,.0f}",
+            _fmt(rel, ".3f"),
+            _fmt(r.locality, ".3f"),
+            f"{r.migrations:,}",
+            f"{r.cross_node_migrations:,}",
+            f"{r.cpu_utilisation:.0%}",
+            str(rejected),
+        )
+    return t
+
+
+def _write_json(path: str, data: dict) -> None:
+    """Write atomically: a temporary file in the same folder, then a rename."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise NumasimError(f"--json {path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _cmd_run(args, out: Console, err: Console) -> int:
+    scenario = load(args.scenario, args.set)
+    if args.json:
+        folder = Path(args.json).parent
+        if str(folder) and not folder.is_dir():
+            raise NumasimError(f"--json {args.json}: folder {folder} does not exist")
+    labels = [v.label for v in scenario.variants]
+    show = not args.quiet and err.is_terminal
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} variants"),
+                  TimeElapsedColumn(), console=err, transient=True, disable=not show) as progress:
+        task = progress.add_task(f"simulating {scenario.name}", total=len(args.policy or labels))
+        result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
+                     workers=args.workers, on_done=lambda _l: progress.advance(task))
+    out.print(_table(result))
+    for r in result.runs:
+        for p in r.pods:
+            if p.status in ("rejected", "failed"):
+                out.print(f"[yellow]{r.label}: pod {p.name} {p.status}: {p.reason}[/yellow]")
+    if args.json:
+        _write_json(args.json, result.to_json())
+        out.print(f"wrote {args.json}")
+    return 0
+
+
+def _cmd_validate(args, out: Console) -> int:
+    s = load(args.scenario, args.set)
+    m = s.machine
+    out.print(f"{args.scenario}: OK - {s.name}: {m.name} ({m.n_nodes} nodes, {m.n_cpus} CPUs), "
+              f"{sum(p.replicas for p in s.pods)} pods, {len(s.variants)} policy variants "
+              f"({', '.join(v.label for v in s.variants)})")
+    return 0
+
+
+def _cmd_policies(out: Console) -> int:
+    t = Table(title="policies")
+    t.add_column("name")
+    t.add_column("description")
+    t.add_column("options")
+    for name, cls in available_policies().items():
+        t.add_row(name, cls.description, ", ".join(cls.Options.model_fields))
+    out.print(t)
+    return 0
+
+
+def _cmd_machines(out: Console) -> int:
+    t = Table(title="machine presets")
+    for col in ("name", "nodes", "CPUs", "GHz", "local/remote ns", "GB/s per node", "description"):
+        t.add_column(col)
+    for name in preset_names("machines"):
+        m = machine_preset(name)
+        t.add_row(name, str(m.n_nodes), str(m.n_cpus), f"{m.frequency_ghz:g}",
+                  f"{m.latency[0, 0]:.0f}/{m.latency[0, -1]:.0f}", f"{m.node_bandwidth[0]:g}", m.spec.description)
+    out.print(t)
+    return 0
+
+
+def _cmd_workloads(out: Console) -> int:
+    t = Table(title="workload presets")
+    for col in ("name", "cycles/op", "LLC misses/op", "MLP", "shared", "description"):
+        t.add_column(col)
+    for name in preset_names("workloads"):
+        w = load_preset("workloads", name)
+        t.add_row(name, f"{w['cycles_per_op']:g}", f"{w['llc_misses_per_op']:g}", f"{w.get('mlp', 1):g}",
+                  f"{w.get('shared_fraction', 1):g}", w.get("description", ""))
+    out.print(t)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``numasim`` command."""
+    args = _parser().parse_args(argv)
+    out = Console()
+    err = Console(stderr=True)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, out, err)
+        if args.command == "validate":
+            return _cmd_validate(args, out)
+        if args.command == "policies":
+            return _cmd_policies(out)
+        if args.command == "machines":
+            return _cmd_machines(out)
+        return _cmd_workloads(out)
+    except NumasimError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

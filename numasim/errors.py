@@ -1,0 +1,81 @@
+"""Errors numasim raises on purpose.
+
+Every problem with user input is a :class:`ScenarioError` that names the file,
+the path of the field, what was wrong and what is allowed. The CLI prints a
+:class:`NumasimError` as one clear message and exits with status 2; any other
+exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["NumasimError", "Problem", "ScenarioError", "PolicyError"]
+
+
+class NumasimError(Exception):
+    """Base class of the errors numasim raises deliberately."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in user input: where it is and what is wrong."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ScenarioError(NumasimError):
+    """Invalid user input: a scenario file, a ``--set`` override or an option.
+
+    Parameters
+    ----------
+    problems
+        One or more problems, each with the dotted path of the field.
+    source
+        The file (or other origin, such as ``--set``) the input came from.
+    """
+
+    def __init__(self, problems: list[Problem] | Problem | str, source: str | None = None):
+        if isinstance(problems, str):
+            problems = [Problem("", problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = list(problems)
+        self.source = source
+        super().__init__(self._format())
+
+    def with_source(self, source: str) -> "ScenarioError":
+        """Return the same error attributed to ``source``."""
+        return ScenarioError(self.problems, source=self.source or source)
+
+    def _format(self) -> str:
+        head = f"{self.source}: " if self.source else ""
+        if len(self.problems) == 1:
+            return f"{head}{self.problems[0]}"
+        lines = [f"{head}{len(self.problems)} problems:"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self._format()
+
+
+class PolicyError(NumasimError):
+    """A policy made a decision the engine cannot carry out.
+
+    Names the policy, the simulated time and the decision, so that the author
+    of a policy can find the bug.
+    """
+
+    def __init__(self, policy: str, time_ns: int, decision: object, reason: str):
+        self.policy = policy
+        self.time_ns = time_ns
+        self.decision = decision
+        self.reason = reason
+        super().__init__(
+            f"policy {policy!r} at t={time_ns / 1e9:.6f}s: {reason} (decision: {decision!r})"
+        )

@@ -1,0 +1,132 @@
+"""Metrics derived from a run's trace over the measurement window (pure).
+
+Throughput is operations per second in the window ``[warmup, duration]``;
+locality is the share of last-level-cache misses served by the DRAM of the
+node the thread ran on at the time, weighted by misses (what PMU counters and
+esxtop N%L report; not numastat's allocation counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .engine import Trace
+
+__all__ = ["PodMetrics", "Metrics", "summarize"]
+
+
+@dataclass(frozen=True)
+class PodMetrics:
+    """One pod's results over the window."""
+
+    name: str
+    group: str
+    status: str
+    reason: str
+    throughput: float
+    locality: float | None
+    cpu_seconds: float
+    runqueue_wait: float | None
+    migrations: int
+    cross_node_migrations: int
+    pages_migrated_bytes: int
+    memory_per_node_bytes: list[int]
+    placement: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """A policy variant's results over the window, with per-pod rows and time series."""
+
+    label: str
+    policy: str
+    throughput: float
+    locality: float | None
+    cpu_utilisation: float
+    runqueue_wait: float | None
+    migrations: int
+    cross_node_migrations: int
+    pages_migrated_bytes: int
+    pods: list[PodMetrics]
+    timeseries: dict[str, list]
+    events: list[tuple[float, str, str]]
+    window_s: tuple[float, float]
+    sim_events: int
+    rate_solves: int
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return float(num / den) if den > 0 else None
+
+
+def summarize(trace: Trace, label: str) -> Metrics:
+    """Derive :class:`Metrics` from ``trace`` over its measurement window."""
+    t = trace.sample_times
+    s = trace.samples
+    i0 = int(np.searchsorted(t, trace.warmup_ns))
+    i1 = int(np.searchsorted(t, trace.duration_ns))
+    win_s = (t[i1] - t[i0]) / 1e9
+
+    def delta(key: str) -> np.ndarray:
+        return s[key][i1] - s[key][i0]
+
+    ops, cpu, wait = delta("ops"), delta("cpu"), delta("wait")
+    miss, miss_local = delta("miss"), delta("miss_local")
+    moves, xmoves = delta("moves"), delta("xmoves")
+    pages = delta("pages_moved")
+    busy = delta("cpu_busy")
+    pod_mem = s["pod_memory"][i1]
+    pods: list[PodMetrics] = []
+    for pod in trace.pods:
+        tids = list(pod.tids)
+        adm = pod.admission
+        pods.append(PodMetrics(
+            name=pod.name,
+            group=pod.group,
+            status=pod.status,
+            reason=pod.reason,
+            throughput=float(ops[tids].sum() / win_s) if tids else 0.0,
+            locality=_ratio(miss_local[tids].sum(), miss[tids].sum()) if tids else None,
+            cpu_seconds=float(cpu[tids].sum() / 1e9) if tids else 0.0,
+            runqueue_wait=_ratio(wait[tids].sum(), wait[tids].sum() + cpu[tids].sum()) if tids else None,
+            migrations=int(moves[tids].sum()) if tids else 0,
+            cross_node_migrations=int(xmoves[tids].sum()) if tids else 0,
+            pages_migrated_bytes=int(pages[pod.index]),
+            memory_per_node_bytes=[int(x) for x in pod_mem[pod.index]],
+            placement=dict(adm.info) if adm is not None else {},
+        ))
+    # Time series over every sample interval (the whole run, warm-up included).
+    dt = np.diff(t) / 1e9
+    d_ops = np.diff(s["ops"], axis=0)
+    d_miss = np.diff(s["miss"], axis=0)
+    d_local = np.diff(s["miss_local"], axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        thr = d_ops.sum(axis=1) / dt
+        loc = np.where(d_miss.sum(axis=1) > 0, d_local.sum(axis=1) / d_miss.sum(axis=1), np.nan)
+    timeseries = {
+        "time_s": [float(x) for x in t[1:] / 1e9],
+        "throughput": [float(x) for x in thr],
+        "locality": [None if np.isnan(x) else float(x) for x in loc],
+        "cross_node_migrations": [int(x) for x in np.diff(s["xmoves"].sum(axis=1))],
+        "pages_migrated_bytes": [int(x) for x in np.diff(s["pages_moved"].sum(axis=1))],
+    }
+    ncpu = trace.machine.n_cpus
+    return Metrics(
+        label=label,
+        policy=trace.policy,
+        throughput=float(ops.sum() / win_s),
+        locality=_ratio(miss_local.sum(), miss.sum()),
+        cpu_utilisation=float(busy.sum() / (ncpu * win_s * 1e9)),
+        runqueue_wait=_ratio(wait.sum(), wait.sum() + cpu.sum()),
+        migrations=int(moves.sum()),
+        cross_node_migrations=int(xmoves.sum()),
+        pages_migrated_bytes=int(pages.sum()),
+        pods=pods,
+        timeseries=timeseries,
+        events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],
+        window_s=(float(t[i0] / 1e9), float(t[i1] / 1e9)),
+        sim_events=trace.n_events,
+        rate_solves=trace.n_solves,
+    )

@@ -1,0 +1,234 @@
+"""The policy protocol, the decisions a policy returns, and the registry.
+
+A policy decides; the engine carries the decision out, checks it and charges
+for it (house rule 2). A policy sees the simulation through a read-only
+:class:`~numasim.engine.SimView` and answers four questions:
+
+* :meth:`Policy.admit`: may this pod run, and with which CPU affinity, memory
+  policy and execution overhead?
+* :meth:`Policy.place`: on which CPU does this new (or displaced) thread go?
+* :meth:`Policy.next_tick` / :meth:`Policy.tick`: when should it be called
+  again, and what does it want to change then (thread moves, page migration,
+  affinity or memory-policy changes)?
+* :meth:`Policy.slice_ns`: how long is a time slice on a CPU shared by
+  ``n`` threads (sets the context-switch overhead)?
+
+Policies register by name with :func:`register`; other packages can add
+policies through the entry-point group ``numasim.policies``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import Problem, ScenarioError
+
+if TYPE_CHECKING:
+    from ..engine import PodInstance, SimView
+    from ..machine import Machine
+    from ..workload import PodSpec
+
+__all__ = [
+    "Policy",
+    "PolicyOptions",
+    "Admission",
+    "MemPolicy",
+    "Overhead",
+    "Move",
+    "SetAffinity",
+    "MigratePages",
+    "SetMemPolicy",
+    "Decision",
+    "register",
+    "get_policy",
+    "available_policies",
+]
+
+
+class PolicyOptions(BaseModel):
+    """Base class of a policy's options (validated from the scenario)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+@dataclass(frozen=True)
+class MemPolicy:
+    """A memory allocation policy, as set_mempolicy(2) / numactl(8) know it.
+
+    ``local`` allocates on the node of the CPU that first touches a page and
+    falls back to the nearest node with free memory; ``preferred`` tries
+    ``nodes[0]`` first, then falls back by distance; ``bind`` allocates only
+    from ``nodes`` (nearest first) and fails when they are full;
+    ``interleave`` spreads pages round-robin over ``nodes``.
+    """
+
+    kind: Literal["local", "preferred", "bind", "interleave"] = "local"
+    nodes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """Execution overhead of a pod's threads (e.g. virtualization).
+
+    ``cpu`` stretches compute cycles and ``memory`` stretches DRAM-miss time
+    (for instance two-dimensional page walks under nested paging), each as a
+    fraction: 0.02 means 2% longer.
+    """
+
+    cpu: float = 0.0
+    memory: float = 0.0
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A policy's answer to a pod's arrival.
+
+    ``affinity`` holds one CPU set per thread (``None``: any CPU). A rejected
+    pod never runs; ``reason`` is reported in the results.
+    """
+
+    accepted: bool = True
+    reason: str = ""
+    affinity: tuple[frozenset[int] | None, ...] | None = None
+    mempolicy: MemPolicy = field(default_factory=MemPolicy)
+    overhead: Overhead = field(default_factory=Overhead)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Move:
+    """Move thread ``tid`` to OS CPU ``cpu``."""
+
+    tid: int
+    cpu: int
+
+
+@dataclass(frozen=True)
+class SetAffinity:
+    """Restrict threads to ``cpus`` (as sched_setaffinity / taskset do)."""
+
+    tids: tuple[int, ...]
+    cpus: frozenset[int]
+
+
+@dataclass(frozen=True)
+class MigratePages:
+    """Copy up to ``nbytes`` of pod ``pod``'s memory to node ``dst``.
+
+    Pages come from every other node in proportion to what the pod has there;
+    the copy runs at ``rate_gbps`` (GB/s) and loads the memory controllers and
+    the interconnect it crosses. A later request for the same pod replaces it.
+    """
+
+    pod: int
+    dst: int
+    nbytes: int
+    rate_gbps: float
+
+
+@dataclass(frozen=True)
+class SetMemPolicy:
+    """Change the memory policy of pod ``pod`` for its future allocations."""
+
+    pod: int
+    mempolicy: MemPolicy
+
+
+Decision = Move | SetAffinity | MigratePages | SetMemPolicy
+
+
+class Policy(ABC):
+    """Base class of scheduling policies.
+
+    Subclasses set ``name`` (the registry key), optionally ``Options`` (a
+    :class:`PolicyOptions` subclass) and implement :meth:`place`. The
+    defaults admit every pod with no affinity and local allocation, never
+    tick, and use a 4 ms slice.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[PolicyOptions]] = PolicyOptions
+
+    def __init__(self, options: PolicyOptions, machine: "Machine", rng: np.random.Generator):
+        self.options = options
+        self.machine = machine
+        self.rng = rng
+
+    @classmethod
+    def check(cls, options: PolicyOptions, machine: "Machine", pods: list["PodSpec"]) -> list[Problem]:
+        """Check options against the machine and pods; return problems (paths relative to options)."""
+        return []
+
+    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+        """Decide whether and how ``pod`` runs. Called once, when it arrives."""
+        return Admission()
+
+    @abstractmethod
+    def place(self, tid: int, sim: "SimView") -> int:
+        """Choose the CPU for thread ``tid`` (new, or displaced by an affinity change)."""
+
+    def next_tick(self, now: int) -> int | None:
+        """Absolute time (ns) at which :meth:`tick` should run next, or ``None``."""
+        return None
+
+    def tick(self, sim: "SimView") -> list[Decision]:
+        """Periodic work: return the decisions to carry out now."""
+        return []
+
+    def slice_ns(self, nr_running: int) -> int:
+        """Length of a time slice when ``nr_running`` threads share one CPU."""
+        return 4_000_000
+
+
+_REGISTRY: dict[str, type[Policy]] = {}
+_ENTRY_POINTS_LOADED = False
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make a policy available by its ``name``."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} has no name")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_entry_points() -> None:
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    for ep in entry_points(group="numasim.policies"):
+        cls = ep.load()
+        if isinstance(cls, type) and issubclass(cls, Policy):
+            _REGISTRY.setdefault(cls.name or ep.name, cls)
+
+
+def available_policies() -> dict[str, type[Policy]]:
+    """All registered policies by name (built-in and from entry points)."""
+    from . import cfs, esxi, numactl, taskset  # noqa: F401  (registration side effect)
+
+    _load_entry_points()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_policy(name: str) -> type[Policy]:
+    """Look up a policy by name.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the known policies when ``name`` is unknown.
+    """
+    known = available_policies()
+    if name not in known:
+        raise ScenarioError(
+            Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(known)}")
+        )
+    return known[name]

@@ -1,0 +1,148 @@
+"""numactl (policy ``numactl``): CPU and memory binding per pod, then CFS.
+
+``--cpunodebind`` restricts a pod's threads to the CPUs of some nodes;
+``--membind`` allocates only from some nodes (failing when they are full),
+``--preferred`` tries one node first, ``--interleave`` spreads pages
+round-robin (numactl(8)). Nodes are given per pod (lists cycled over the
+pods in arrival order) or chosen by the ``auto`` packing rule: the fewest
+nodes whose cores and memory hold the pod, least committed first (committed
+CPUs per core, then most free memory, then lowest node id). Scheduling
+inside the allowed CPUs is CFS.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from ..errors import Problem
+from .base import Admission, MemPolicy, register
+from .cfs import CFS, CFSOptions
+
+if TYPE_CHECKING:
+    from ..engine import PodInstance, SimView
+
+__all__ = ["Numactl", "NumactlOptions", "NodePacker"]
+
+NodeLists = list[list[int]]
+
+
+class NumactlOptions(CFSOptions):
+    """Which nodes each pod is bound to; see the module docstring."""
+
+    cpunodebind: Literal["auto"] | NodeLists | None = "auto"
+    membind: Literal["auto"] | NodeLists | None = "auto"
+    preferred: Literal["auto"] | list[int] | None = None
+    interleave: Literal["all", "auto"] | NodeLists | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_memory_policy(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("preferred" in data or "interleave" in data) and "membind" not in data:
+            data = {**data, "membind": None}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "NumactlOptions":
+        given = [k for k in ("membind", "preferred", "interleave") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of membind, preferred and interleave, got {', '.join(given)}")
+        for key in ("cpunodebind", "membind", "interleave"):
+            val = getattr(self, key)
+            if isinstance(val, list) and (not val or any(not nodes for nodes in val)):
+                raise ValueError(f"{key}: every entry must be a non-empty list of node ids")
+        return self
+
+
+class NodePacker:
+    """The ``auto`` rule: choose the least committed nodes that hold a pod."""
+
+    def __init__(self, machine):
+        self.machine = machine
+        self.committed = np.zeros(machine.n_nodes)
+        self.memory = np.zeros(machine.n_nodes)
+
+    def choose(self, cpus: float, memory: int) -> tuple[int, ...]:
+        m = self.machine
+        per_node_cpus = len(m.node_cpus[0])
+        k = max(math.ceil(cpus / per_node_cpus), math.ceil(memory / int(m.node_memory[0])), 1)
+        k = min(k, m.n_nodes)
+        load = self.committed / np.array([len(c) for c in m.node_cpus])
+        free = m.node_memory - self.memory
+        order = sorted(range(m.n_nodes), key=lambda n: (round(load[n], 9), -free[n], n))
+        first = order[0]
+        if k == 1:
+            nodes = (first,)
+        else:
+            near = sorted(range(m.n_nodes), key=lambda n: (m.distance[first, n], round(load[n], 9), n))
+            nodes = tuple(sorted(near[:k]))
+        for n in nodes:
+            self.committed[n] += cpus / len(nodes)
+            self.memory[n] += memory / len(nodes)
+        return nodes
+
+
+def _check_nodes(value: Any, key: str, n_nodes: int) -> list[Problem]:
+    out: list[Problem] = []
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            for j, node in enumerate(item if isinstance(item, list) else [item]):
+                if not 0 <= node < n_nodes:
+                    path = f"{key}[{i}]" + (f"[{j}]" if isinstance(item, list) else "")
+                    out.append(Problem(path, f"node {node} does not exist; nodes are 0-{n_nodes - 1}"))
+    return out
+
+
+@register
+class Numactl(CFS):
+    """numactl --cpunodebind/--membind (or --preferred/--interleave), then CFS."""
+
+    name = "numactl"
+    description = "numactl binding of each pod's CPUs and memory to nodes, then CFS"
+    Options = NumactlOptions
+
+    def __init__(self, options: NumactlOptions, machine, rng):
+        super().__init__(options, machine, rng)
+        self.packer = NodePacker(machine)
+        self._count = 0
+
+    @classmethod
+    def check(cls, options, machine, pods) -> list[Problem]:
+        out: list[Problem] = []
+        for key in ("cpunodebind", "membind", "preferred", "interleave"):
+            out += _check_nodes(getattr(options, key), key, machine.n_nodes)
+        return out
+
+    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+        o = self.options
+        k = self._count
+        self._count += 1
+        auto = self.packer.choose(pod.cpus, pod.memory) if "auto" in (o.cpunodebind, o.membind, o.preferred, o.interleave) else ()
+
+        def pick(value):
+            if value == "auto":
+                return auto
+            if value == "all":
+                return tuple(range(self.machine.n_nodes))
+            if isinstance(value, list):
+                item = value[k % len(value)]
+                return tuple(item) if isinstance(item, list) else (item,)
+            return None
+
+        cpu_nodes = pick(o.cpunodebind)
+        affinity = None
+        if cpu_nodes:
+            cpus = self.machine.cpus_of_nodes(cpu_nodes)
+            affinity = tuple(cpus for _ in pod.tids)
+        if o.membind is not None:
+            mp = MemPolicy("bind", pick(o.membind))
+        elif o.preferred is not None:
+            mp = MemPolicy("preferred", pick(o.preferred)[:1])
+        elif o.interleave is not None:
+            mp = MemPolicy("interleave", pick(o.interleave))
+        else:
+            mp = MemPolicy()
+        return Admission(affinity=affinity, mempolicy=mp, info={"nodes": list(cpu_nodes or ())})

@@ -1,0 +1,145 @@
+"""Running a scenario: one simulation per policy variant, in parallel if asked."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
+
+import numpy as np
+
+from .engine import PodInstance, Simulation, Trace
+from .errors import Problem, ScenarioError
+from .metrics import Metrics, summarize
+from .results import RunResult
+from .scenario import Scenario, Variant
+from .units import parse_duration
+
+__all__ = ["run", "run_variant", "build_pods"]
+
+
+def build_pods(scenario: Scenario) -> list[PodInstance]:
+    """Expand the scenario's pod specs into instances, in arrival order."""
+    pods: list[PodInstance] = []
+    for spec in scenario.pods:
+        for r in range(spec.replicas):
+            name = spec.name if spec.replicas == 1 else f"{spec.name}-{r}"
+            pods.append(PodInstance(
+                index=0, name=name, group=spec.name, replica=r, spec=spec,
+                profile=scenario.profiles[spec.profile], arrival_ns=spec.start + r * spec.stagger,
+            ))
+    pods.sort(key=lambda p: p.arrival_ns)
+    for i, p in enumerate(pods):
+        p.index = i
+    return pods
+
+
+def run_variant(
+    scenario: Scenario,
+    variant: Variant,
+    seed: int | None = None,
+    duration_ns: int | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> tuple[Metrics, Trace]:
+    """Simulate one policy variant and summarise it."""
+    seed = scenario.spec.seed if seed is None else seed
+    duration = scenario.spec.duration if duration_ns is None else duration_ns
+    # Common random numbers: every variant gets the same stream for the same seed.
+    rng = np.random.default_rng(np.random.SeedSequence(seed))
+    policy = variant.policy(variant.options, scenario.machine, rng)
+    sim = Simulation(
+        scenario.machine, build_pods(scenario), policy, duration, scenario.spec.warmup,
+        min(scenario.spec.sample_interval, duration), progress=progress,
+    )
+    trace = sim.run()
+    return summarize(trace, variant.label), trace
+
+
+def _worker(args):
+    scenario, label, seed, duration = args
+    return run_variant(scenario, scenario.variant(label), seed, duration)
+
+
+def run(
+    scenario: Scenario,
+    policies: list[str] | None = None,
+    seed: int | None = None,
+    duration: str | int | None = None,
+    workers: int = 1,
+    on_done: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run the scenario's policy variants and collect the results.
+
+    Parameters
+    ----------
+    scenario
+        A validated scenario.
+    policies
+        Labels or policy names to run (default: all). The baseline variant is
+        always run too, so that relative throughput is defined.
+    seed
+        Overrides the scenario's seed.
+    duration
+        Overrides the simulated duration (``"30s"`` or nanoseconds).
+    workers
+        Processes to run variants in; ``0`` means one per CPU.
+    on_done
+        Called with each variant's label when it finishes.
+    """
+    variants = list(scenario.variants)
+    if policies:
+        chosen = [v for v in variants if v.label in policies or v.policy.name in policies]
+        unknown = [p for p in policies if not any(p in (v.label, v.policy.name) for v in variants)]
+        if unknown:
+            labels = ", ".join(v.label for v in variants)
+            raise ScenarioError(Problem("--policy", f"no variant {unknown[0]!r} in this scenario; labels: {labels}"))
+        if not any(v.label == scenario.baseline for v in chosen):
+            chosen.insert(0, scenario.variant(scenario.baseline))
+        variants = chosen
+    dur_ns = None
+    if duration is not None:
+        try:
+            dur_ns = parse_duration(duration) if not isinstance(duration, int) else duration
+        except ValueError as exc:
+            raise ScenarioError(Problem("--duration", str(exc))) from None
+        if dur_ns <= scenario.spec.warmup:
+            raise ScenarioError(Problem(
+                "--duration", f"must be longer than the warm-up ({scenario.spec.warmup / 1e9:g}s), got {dur_ns / 1e9:g}s"
+            ))
+    if workers == 0:
+        workers = os.cpu_count() or 1
+    workers = max(1, min(workers, len(variants)))
+    results: dict[str, tuple[Metrics, Trace]] = {}
+    if workers == 1 or not _picklable(variants):
+        for v in variants:
+            results[v.label] = run_variant(scenario, v, seed, dur_ns)
+            if on_done:
+                on_done(v.label)
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {v.label: pool.submit(_worker, (scenario, v.label, seed, dur_ns)) for v in variants}
+            for label, fut in futures.items():
+                results[label] = fut.result()
+                if on_done:
+                    on_done(label)
+    spec = scenario.spec
+    meta = {
+        "name": spec.name,
+        "description": spec.description,
+        "source": scenario.source,
+        "machine": scenario.machine.name,
+        "seed": spec.seed if seed is None else seed,
+        "duration_s": (dur_ns or spec.duration) / 1e9,
+        "warmup_s": spec.warmup / 1e9,
+    }
+    return RunResult(
+        scenario=meta,
+        baseline=scenario.baseline,
+        runs=[results[v.label][0] for v in variants],
+        traces={v.label: results[v.label][1] for v in variants},
+    )
+
+
+def _picklable(variants: list[Variant]) -> bool:
+    """Policies defined in a notebook or script cannot be sent to worker processes."""
+    return all(v.policy.__module__ not in ("__main__",) and "<" not in v.policy.__qualname__ for v in variants)

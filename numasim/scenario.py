@@ -1,0 +1,410 @@
+"""Scenarios: the only place YAML is read (scenario files and preset data files).
+
+A scenario names a machine (a preset, a preset with overrides, or a full
+description), workload profiles, pods, the policy variants to compare, the
+simulated duration and the measurement window. :func:`load` and
+:func:`from_dict` validate everything once and report every problem with
+its path and what is allowed (house rule 5).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import typing
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from .errors import Problem, ScenarioError
+from .machine import Machine, MachineSpec
+from .policies.base import PolicyOptions, Policy, get_policy
+from .units import parse_duration
+from .workload import PodSpec, WorkloadProfile
+
+__all__ = [
+    "Scenario",
+    "Variant",
+    "ScenarioSpec",
+    "load",
+    "from_dict",
+    "apply_overrides",
+    "preset_names",
+    "load_preset",
+    "policy_defaults",
+    "machine_preset",
+]
+
+Duration = Annotated[int, BeforeValidator(parse_duration)]
+
+
+# ------------------------------------------------------------------ presets
+def _read_yaml_text(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(Problem("", f"malformed YAML at {where}{problem}"), source=source) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(Problem("", "file not found"), source=str(path)) from None
+    except IsADirectoryError:
+        raise ScenarioError(Problem("", "is a directory, expected a YAML file"), source=str(path)) from None
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot read: {exc.strerror}"), source=str(path)) from None
+    except UnicodeDecodeError:
+        raise ScenarioError(Problem("", "not a UTF-8 text file"), source=str(path)) from None
+    return _read_yaml_text(text, str(path))
+
+
+def _preset_dir(kind: str):
+    return resources.files("numasim").joinpath("presets", kind)
+
+
+@functools.cache
+def preset_names(kind: str) -> tuple[str, ...]:
+    """Names of the presets of ``kind`` (``machines``, ``workloads`` or ``policies``)."""
+    return tuple(sorted(p.name[:-5] for p in _preset_dir(kind).iterdir() if p.name.endswith(".yaml")))
+
+
+@functools.cache
+def _load_preset_cached(kind: str, name: str) -> Any:
+    res = _preset_dir(kind).joinpath(f"{name}.yaml")
+    return _read_yaml_text(res.read_text(encoding="utf-8"), f"numasim/presets/{kind}/{name}.yaml")
+
+
+def load_preset(kind: str, name: str, path: str = "") -> dict[str, Any]:
+    """The data of preset ``name`` of ``kind``, as a new dict.
+
+    Raises
+    ------
+    ScenarioError
+        Listing the known presets when ``name`` is unknown.
+    """
+    if name not in preset_names(kind):
+        known = ", ".join(preset_names(kind))
+        raise ScenarioError(Problem(path, f"unknown {kind[:-1]} preset {name!r}; known: {known}"))
+    return copy.deepcopy(_load_preset_cached(kind, name))
+
+
+def policy_defaults(name: str) -> dict[str, Any]:
+    """Default options of a built-in policy, from presets/policies/NAME.yaml."""
+    data = load_preset("policies", name)
+    data.pop("sources", None)
+    return data
+
+
+def machine_preset(name: str) -> Machine:
+    """A :class:`Machine` from a preset name."""
+    return Machine.from_spec(MachineSpec.model_validate(load_preset("machines", name)))
+
+
+# ------------------------------------------------------------------- specs
+class VariantSpec(BaseModel):
+    """One policy variant to run: a policy name, its options and a label."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: str | None = Field(default=None, min_length=1)
+    policy: str = Field(min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScenarioSpec(BaseModel):
+    """The top level of a scenario file (see docs/scenarios.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    machine: str | dict[str, Any]
+    workloads: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    pods: list[PodSpec] = Field(min_length=1)
+    policies: list[VariantSpec] = Field(min_length=1)
+    baseline: str | None = None
+    duration: Duration = Field(default=parse_duration("60s"), gt=0)
+    warmup: Duration = Field(default=parse_duration("20s"), ge=0)
+    sample_interval: Duration = Field(default=parse_duration("1s"), gt=0)
+    seed: int = Field(default=1, ge=0, le=2**63 - 1)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A resolved policy variant: label, policy class and validated options."""
+
+    label: str
+    policy: type[Policy]
+    options: PolicyOptions
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario, ready to run."""
+
+    spec: ScenarioSpec
+    machine: Machine
+    profiles: dict[str, WorkloadProfile]
+    variants: tuple[Variant, ...]
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def pods(self) -> list[PodSpec]:
+        return list(self.spec.pods)
+
+    @property
+    def baseline(self) -> str:
+        return self.spec.baseline or self.variants[0].label
+
+    def variant(self, label: str) -> Variant:
+        for v in self.variants:
+            if v.label == label:
+                return v
+        raise KeyError(label)
+
+
+# --------------------------------------------------------- error reporting
+def _fmt_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _unwrap(tp: Any) -> Any:
+    """The model class reached through Optional / list / dict / Annotated, if any."""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (list, tuple, dict) or origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        for arg in typing.get_args(tp):
+            found = _unwrap(arg)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+        return None
+    return tp
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = _unwrap(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
+    out: list[Problem] = []
+    seen: set[str] = set()
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        path = _fmt_path(prefix + loc)
+        kind = err["type"]
+        inp = err.get("input")
+        if kind == "extra_forbidden":
+            parent = _model_at(model, loc[:-1])
+            allowed = ", ".join(parent.model_fields) if parent else "see docs/scenarios.md"
+            msg = f"unknown key {loc[-1]!r}; allowed keys: {allowed}"
+        elif kind == "missing":
+            msg = "required field is missing"
+        else:
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            if not isinstance(inp, (dict, list)) and "got" not in msg:
+                msg += f", got {inp!r}"
+        key = f"{path}: {msg}"
+        if key not in seen:
+            seen.add(key)
+            out.append(Problem(path, msg))
+    return out
+
+
+# ------------------------------------------------------------- overrides
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Apply ``PATH=VALUE`` overrides (``machine.smt=true``, ``pods.0.replicas=4``).
+
+    VALUE is parsed as YAML (so ``true``, ``4``, ``[0, 1]`` and ``42GB`` work).
+    A machine given by preset name is expanded to ``{preset: NAME}`` first so
+    that its fields can be overridden.
+    """
+    data = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ScenarioError(Problem("", f"override {item!r} must be PATH=VALUE, e.g. machine.smt=true"), source="--set")
+        path, _, raw = item.partition("=")
+        parts = [p for p in path.strip().split(".") if p]
+        if not parts:
+            raise ScenarioError(Problem("", f"override {item!r} has an empty path"), source="--set")
+        value = _read_yaml_text(raw, "--set") if raw.strip() else ""
+        if parts[0] == "machine" and len(parts) > 1 and isinstance(data.get("machine"), str):
+            data["machine"] = {"preset": data["machine"]}
+        node: Any = data
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            where = ".".join(parts[: i + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ScenarioError(
+                        Problem(where, f"no item {part!r}: the list has {len(node)} items (indices 0-{len(node) - 1})"),
+                        source="--set",
+                    )
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                raise ScenarioError(
+                    Problem(".".join(parts[:i]), f"is a value ({node!r}), it has no field {part!r}"), source="--set"
+                )
+    return data
+
+
+# ------------------------------------------------------------------ loading
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Read, override and validate a scenario file."""
+    path = Path(path)
+    data = _read_yaml(path)
+    return from_dict(data, source=str(path), overrides=overrides)
+
+
+def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Validate a scenario given as plain data (as parsed from YAML)."""
+    if not isinstance(data, dict):
+        raise ScenarioError(Problem("", f"a scenario must be a mapping of keys, got {type(data).__name__}"), source=source)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    try:
+        spec = ScenarioSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_problems(exc, ScenarioSpec), source=source) from None
+
+    problems: list[Problem] = []
+    machine = _resolve_machine(spec.machine, problems)
+    profiles = _resolve_profiles(spec, problems)
+    variants: list[Variant] = []
+    labels: set[str] = set()
+    for i, v in enumerate(spec.policies):
+        label = v.label or v.policy
+        if label in labels:
+            problems.append(Problem(f"policies[{i}].label", f"duplicate label {label!r}; give each variant its own label"))
+        labels.add(label)
+        try:
+            cls = get_policy(v.policy)
+        except ScenarioError as exc:
+            problems.append(Problem(f"policies[{i}].policy", exc.problems[0].message))
+            continue
+        try:
+            opts = cls.Options.model_validate(v.options)
+        except ValidationError as exc:
+            problems.extend(_problems(exc, cls.Options, (f"policies[{i}]", "options")))
+            continue
+        if machine is not None:
+            for p in cls.check(opts, machine, list(spec.pods)):
+                problems.append(Problem(_fmt_path((f"policies[{i}]", "options")) + (("." + p.path) if p.path else ""), p.message))
+        variants.append(Variant(label, cls, opts))
+
+    if spec.baseline is not None and spec.baseline not in labels:
+        problems.append(Problem("baseline", f"no policy variant is labelled {spec.baseline!r}; labels: {', '.join(sorted(labels))}"))
+    if spec.warmup >= spec.duration:
+        problems.append(Problem("warmup", f"must be shorter than duration ({spec.duration / 1e9:g}s), got {spec.warmup / 1e9:g}s"))
+    names = [p.name for p in spec.pods]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            problems.append(Problem(f"pods[{i}].name", f"duplicate pod name {name!r}"))
+    if machine is not None:
+        total_mem = int(machine.node_memory.sum())
+        for i, pod in enumerate(spec.pods):
+            if pod.cpus > machine.n_cpus:
+                problems.append(Problem(
+                    f"pods[{i}].cpu_limit",
+                    f"the pod asks for {pod.cpus:g} CPUs but the machine has {machine.n_cpus}; must be <= {machine.n_cpus}",
+                ))
+            if pod.memory > total_mem:
+                problems.append(Problem(
+                    f"pods[{i}].memory",
+                    f"the pod needs {pod.memory / 2**30:.1f} GiB but the machine has {total_mem / 2**30:.1f} GiB; must be smaller",
+                ))
+            if pod.requests is not None and pod.requests.cpu is not None and pod.requests.cpu > pod.cpus:
+                problems.append(Problem(f"pods[{i}].requests.cpu", f"must be <= cpu_limit ({pod.cpus:g}), got {pod.requests.cpu:g}"))
+    if problems:
+        raise ScenarioError(problems, source=source)
+    assert machine is not None
+    return Scenario(spec=spec, machine=machine, profiles=profiles, variants=tuple(variants), source=source)
+
+
+def _resolve_machine(value: str | dict[str, Any], problems: list[Problem]) -> Machine | None:
+    try:
+        if isinstance(value, str):
+            data = load_preset("machines", value, "machine")
+        else:
+            data = dict(value)
+            if "preset" in data:
+                name = data.pop("preset")
+                if not isinstance(name, str):
+                    problems.append(Problem("machine.preset", f"must be a preset name, got {name!r}"))
+                    return None
+                base = load_preset("machines", name, "machine.preset")
+                base.update(data)
+                data = base
+        spec = MachineSpec.model_validate(data)
+    except ScenarioError as exc:
+        problems.extend(exc.problems)
+        return None
+    except ValidationError as exc:
+        problems.extend(_problems(exc, MachineSpec, ("machine",)))
+        return None
+    return Machine.from_spec(spec)
+
+
+def _resolve_profiles(spec: ScenarioSpec, problems: list[Problem]) -> dict[str, WorkloadProfile]:
+    profiles: dict[str, WorkloadProfile] = {}
+    for key, raw in spec.workloads.items():
+        data = dict(raw)
+        try:
+            if "base" in data:
+                base = load_preset("workloads", str(data.pop("base")), f"workloads.{key}.base")
+                base.update(data)
+                data = base
+            data.setdefault("name", key)
+            profiles[key] = WorkloadProfile.model_validate(data)
+        except ScenarioError as exc:
+            problems.extend(exc.problems)
+        except ValidationError as exc:
+            problems.extend(_problems(exc, WorkloadProfile, ("workloads", key)))
+    for i, pod in enumerate(spec.pods):
+        if pod.profile in profiles:
+            continue
+        if pod.profile in preset_names("workloads"):
+            profiles[pod.profile] = WorkloadProfile.model_validate(load_preset("workloads", pod.profile))
+        else:
+            known = sorted(set(profiles) | set(preset_names("workloads")))
+            problems.append(Problem(f"pods[{i}].profile", f"unknown workload {pod.profile!r}; known: {', '.join(known)}"))
+    return profiles

@@ -1,0 +1,104 @@
+"""Parsing of sizes and durations, done once at the edge.
+
+Inside numasim time is integer nanoseconds and memory is integer bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["parse_duration", "parse_size", "format_duration", "format_size", "NS_PER_S"]
+
+NS_PER_S = 1_000_000_000
+
+_DURATION_UNITS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": NS_PER_S,
+    "m": 60 * NS_PER_S,
+    "min": 60 * NS_PER_S,
+    "h": 3600 * NS_PER_S,
+}
+
+_SIZE_UNITS = {
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "ki": 2**10,
+    "kib": 2**10,
+    "m": 10**6,
+    "mb": 10**6,
+    "mi": 2**20,
+    "mib": 2**20,
+    "g": 10**9,
+    "gb": 10**9,
+    "gi": 2**30,
+    "gib": 2**30,
+    "t": 10**12,
+    "tb": 10**12,
+    "ti": 2**40,
+    "tib": 2**40,
+}
+
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ]+)\s*$")
+
+DURATION_HELP = "a duration with a unit, e.g. '500ms', '2s', '1.5min' (units: ns, us, ms, s, min, h)"
+SIZE_HELP = "a size with a unit, e.g. '42GB', '42GiB', '512Mi' (units: B, KB, KiB, MB, MiB, GB, GiB, TB, TiB; k8s Ki/Mi/Gi/Ti and K/M/G/T)"
+
+
+def parse_duration(value: object) -> int:
+    """Parse a duration such as ``"500ms"`` into integer nanoseconds.
+
+    Raises
+    ------
+    ValueError
+        With a message that says what is allowed.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"expected {DURATION_HELP}, got {value!r}")
+    if isinstance(value, (int, float)):
+        if value == 0:
+            return 0
+        raise ValueError(f"expected {DURATION_HELP}, got the bare number {value!r} (add a unit)")
+    m = _NUMBER_UNIT.match(value)
+    if not m or m.group(2) not in _DURATION_UNITS:
+        raise ValueError(f"expected {DURATION_HELP}, got {value!r}")
+    ns = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    return int(round(ns))
+
+
+def parse_size(value: object) -> int:
+    """Parse a size such as ``"42GB"`` or ``"42Gi"`` into integer bytes."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
+    if isinstance(value, (int, float)):
+        if value == 0:
+            return 0
+        raise ValueError(f"expected {SIZE_HELP}, got the bare number {value!r} (add a unit)")
+    m = _NUMBER_UNIT.match(value)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
+    return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]))
+
+
+def format_duration(ns: int) -> str:
+    """Format nanoseconds for people (``'1.5s'``, ``'250ms'``)."""
+    if ns % NS_PER_S == 0:
+        return f"{ns // NS_PER_S}s"
+    if ns >= NS_PER_S:
+        return f"{ns / NS_PER_S:g}s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:g}ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:g}us"
+    return f"{ns}ns"
+
+
+def format_size(nbytes: int | float) -> str:
+    """Format bytes in binary units (``'42.0GiB'``)."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= factor:
+            return f"{nbytes / factor:.1f}{unit}"
+    return f"{int(nbytes)}B"

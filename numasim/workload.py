@@ -1,0 +1,82 @@
+"""Workload profiles and pod specs (frozen, validated at the edge).
+
+A :class:`WorkloadProfile` carries what the performance model needs to know
+about one thread of a workload: its compute work per operation, its last-level
+cache misses per operation and how many of them overlap, how its memory is
+shared, and who touches that memory first. A :class:`PodSpec` says how many
+instances of a workload run, with how many threads, CPUs and how much memory.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from .units import parse_duration, parse_size
+
+__all__ = ["WorkloadProfile", "PodSpec", "Resources"]
+
+Size = Annotated[int, BeforeValidator(parse_size)]
+Duration = Annotated[int, BeforeValidator(parse_duration)]
+
+
+class WorkloadProfile(BaseModel):
+    """What one thread of a workload does, per operation.
+
+    Time per operation on a core at frequency ``f`` (GHz) is
+    ``cycles_per_op / f + llc_misses_per_op * latency / mlp`` nanoseconds,
+    where ``latency`` is the loaded latency of the memory that serves the
+    misses (see docs/model.md).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "custom"
+    description: str = ""
+    cycles_per_op: float = Field(gt=0, description="core cycles per operation, DRAM stalls excluded")
+    llc_misses_per_op: float = Field(ge=0, description="last-level cache misses served by DRAM per operation")
+    mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: misses in flight at once")
+    shared_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="share of the pod's memory (and of its misses) that all its threads use; the rest is private per thread",
+    )
+    touch: Literal["threads", "main"] = Field(
+        default="threads",
+        description="who first touches the shared memory at start-up: every thread its share, or the first thread all of it",
+    )
+    touch_gbps: float = Field(default=2.0, gt=0, description="GB/s one thread writes when it first touches its memory")
+    cache_footprint_mib: float = Field(
+        default=1.0, ge=0, description="cache contents a thread must reload after it moves to another core"
+    )
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class Resources(BaseModel):
+    """CPU and memory amounts, Kubernetes-style (used by requests)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu: float | None = Field(default=None, gt=0)
+    memory: Size | None = Field(default=None, gt=0)
+
+
+class PodSpec(BaseModel):
+    """A group of identical pods (containers or VMs) running one workload."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    replicas: int = Field(default=1, ge=1, le=10_000)
+    threads: int = Field(ge=1, le=4096, description="busy threads (JVM workers, vCPUs in use)")
+    cpu_limit: float | None = Field(default=None, gt=0, description="CPUs; defaults to threads")
+    memory: Size = Field(gt=0, description="memory the pod touches, e.g. '42GB'")
+    profile: str = Field(min_length=1, description="a workload preset name or a key of the scenario's workloads")
+    start: Duration = Field(default=0, ge=0, description="arrival time of the first replica")
+    stagger: Duration = Field(default=0, ge=0, description="delay between successive replicas' arrivals")
+    requests: Resources | None = Field(default=None, description="Kubernetes requests; default: equal to limits")
+
+    @property
+    def cpus(self) -> float:
+        """The pod's CPU limit, defaulting to its thread count."""
+        return self.cpu_limit if self.cpu_limit is not None else float(self.threads)
