@@ -270,7 +270,12 @@ class Simulation:
         self.env.process(self._arrivals())
         self.env.process(self._ticker())
         self.env.process(self._sampler())
-        self.env.run(until=self.duration_ns + 1)
+        n_events = 0
+        end = self.duration_ns
+        env = self.env
+        while env.peek() <= end:
+            env.step()
+            n_events += 1
         samples = {k: np.stack(v) for k, v in self._samples.items()}
         return Trace(
             machine=self.machine,
@@ -286,7 +291,7 @@ class Simulation:
             migrations=self.migrations,
             page_moves=self.page_moves,
             events=self.events,
-            n_events=int(self.env._eid),
+            n_events=n_events,
             n_solves=self.n_solves,
         )
 

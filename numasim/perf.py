@@ -139,8 +139,7 @@ def refill_ns(nbytes: float, latency_ns: float, mlp: float) -> float:
     return (nbytes / LINE) * latency_ns / max(mlp, 1.0)
 
 
-def switch_efficiency(slice_ns: float, switch_ns: float) -> float:
-    """Share of a time slice left for work after a context switch of ``switch_ns``."""
-    if slice_ns <= 0:
-        return 1.0
-    return slice_ns / (slice_ns + switch_ns)
+def switch_efficiency(slice_ns: NDArray[np.float64], switch_ns: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Share of each time slice left for work after a context switch of ``switch_ns``."""
+    slice_ns = np.asarray(slice_ns, dtype=float)
+    return np.where(slice_ns > 0, slice_ns / np.maximum(slice_ns + switch_ns, 1e-300), 1.0)
