@@ -1,22 +1,27 @@
 """The simulation engine: threads, CPUs and memory on a simpy.Environment.
 
 The engine knows no policy by name (house rule 1). It asks the policy what to
-do when a pod arrives, where to put a thread, and, at the times the policy
-asks for, what to change; it carries the decisions out, checks them
-(affinity, CPU ids, node capacity) and charges for them (cache refill after a
-move, page-copy bandwidth).
+do when a pod arrives, where a new, woken or displaced thread goes, what to
+do when a CPU falls idle and, at the times the policy asks for, what to
+change; it carries the decisions out, checks them (affinity, CPU ids, node
+capacity) and charges for them (cache refill after a move, page-copy
+bandwidth).
 
 Between events every thread progresses at a constant rate. Threads queued on
 one CPU share it equally (processor sharing, the fluid limit of CFS's fair
 time slices); the slice length sets how much of each slice a context switch
-takes. Rates are recomputed (:func:`numasim.perf.solve_rates`) only when
-something that affects them changes: a thread is placed or moved, a pod
-starts or finishes touching its memory, pages move. Every simulated event,
-including those, goes through the ``simpy.Environment``.
+takes. A thread runs in bursts of CPU time and sleeps between them if its
+workload blocks. Progress is integrated per thread, lazily: an event touches
+only the threads whose share of a CPU it changes. The loaded-latency fixed
+point (:func:`numasim.perf.solve_rates`) is solved again when memory or
+thread placement changes: at once for arrivals, page copies and the end of a
+start-up touch, and at most every ``refresh_ns`` for the small changes that
+sleeps, wake-ups and moves make to the load on the memory system.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -26,8 +31,8 @@ from numpy.typing import NDArray
 
 from .errors import PolicyError
 from .machine import Machine
-from .memory import AllocationFailure, Memory
-from .perf import RateInputs, refill_ns, solve_rates, switch_efficiency
+from .memory import PAGE, AllocationFailure, Memory
+from .perf import LINE, RateInputs, refill_ns, solve_rates
 from .policies.base import (
     Admission,
     Decision,
@@ -42,8 +47,9 @@ from .workload import PodSpec, WorkloadProfile
 
 __all__ = ["Simulation", "SimView", "PodInstance", "Trace"]
 
-NEW, TOUCHING, RUNNING, DEAD = 0, 1, 2, 3
+NEW, TOUCH, WORK, DEAD = 0, 1, 2, 3
 MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
+REFRESH_NS = 10_000_000  # the latency fixed point follows small load changes within 10 ms
 
 
 @dataclass
@@ -89,7 +95,7 @@ class Trace:
     thread_pod: NDArray[np.int64]
     sample_times: NDArray[np.int64]
     samples: dict[str, NDArray]
-    placements: list[tuple[int, int, int]]  # (time, tid, cpu); cpu -1 when the thread stops
+    placements: list[tuple[int, int, int]]  # (time, tid, cpu); cpu -1 when the thread dies
     affinity_log: list[tuple[int, int, frozenset[int] | None]]  # (time, tid, cpus)
     migrations: list[tuple[int, int, int, int]]  # (time, tid, from cpu, to cpu)
     page_moves: list[tuple[int, int, int, int, int]]  # (time, pod, src, dst, bytes)
@@ -122,13 +128,19 @@ class SimView:
 
     @property
     def thread_cpu(self) -> NDArray[np.int64]:
+        """CPU of each thread (the last one it ran on, if asleep; -1 before it starts)."""
         return _ro(self._sim.t_cpu)
 
     @property
     def thread_active(self) -> NDArray[np.bool_]:
-        """Threads that exist and compete for a CPU."""
+        """Threads on a runqueue (running or waiting for their CPU)."""
+        return _ro(self._sim.t_active)
+
+    @property
+    def thread_alive(self) -> NDArray[np.bool_]:
+        """Threads that have started and not died (running, waiting or asleep)."""
         s = self._sim
-        return (s.t_state == TOUCHING) | (s.t_state == RUNNING)
+        return (s.t_phase == TOUCH) | (s.t_phase == WORK)
 
     def affinity(self, tid: int) -> frozenset[int] | None:
         return self._sim.t_affinity[tid]
@@ -140,11 +152,11 @@ class SimView:
     @property
     def nr_running(self) -> NDArray[np.int64]:
         """Threads queued on each CPU (running or waiting)."""
-        return _ro(self._sim.nr_running())
+        return _ro(self._sim.nr)
 
     def runqueue(self, cpu: int) -> list[int]:
         s = self._sim
-        return [int(t) for t in np.flatnonzero((s.t_cpu == cpu) & self.thread_active)]
+        return [int(t) for t in np.flatnonzero((s.t_cpu == cpu) & s.t_active)]
 
     def pod_memory(self) -> NDArray[np.int64]:
         """Bytes per pod (rows, by pod index) and node (columns)."""
@@ -158,11 +170,11 @@ class SimView:
         """Share of each thread's DRAM misses served by its own node (current rates)."""
         return _ro(self._sim.r_local)
 
-    @property
     def thread_cpu_time(self) -> NDArray[np.float64]:
         """CPU time consumed by each thread so far, ns."""
-        self._sim.sync()
-        return _ro(self._sim.c_cpu)
+        s = self._sim
+        s._integrate(np.arange(len(s.t_cpu)))
+        return _ro(s.c_cpu)
 
 
 def _ro(a: NDArray) -> NDArray:
@@ -179,13 +191,15 @@ class Simulation:
     machine
         The machine.
     pods
-        Pod instances in arrival order (with specs and resolved profiles).
+        Pod instances (with specs and resolved profiles).
     policy
         The policy instance.
     duration_ns, warmup_ns
         Simulated time, and the start of the measurement window.
     sample_ns
         Interval of the recorded time series.
+    rng
+        The engine's random stream (burst and sleep lengths, wakers).
     """
 
     def __init__(
@@ -196,6 +210,7 @@ class Simulation:
         duration_ns: int,
         warmup_ns: int,
         sample_ns: int,
+        rng: np.random.Generator,
         progress: Callable[[float], None] | None = None,
     ):
         self.machine = machine
@@ -204,6 +219,7 @@ class Simulation:
         self.duration_ns = int(duration_ns)
         self.warmup_ns = int(warmup_ns)
         self.sample_ns = int(sample_ns)
+        self.rng = rng
         self.progress = progress
         self.env = simpy.Environment()
         self.view = SimView(self)
@@ -217,11 +233,15 @@ class Simulation:
             tids += p.spec.threads
         self.t_pod = np.array([p.index for p in pods for _ in p.tids], dtype=np.int64)
         self.t_cpu = np.full(nt, -1, dtype=np.int64)
-        self.t_state = np.full(nt, NEW, dtype=np.int64)
+        self.t_phase = np.full(nt, NEW, dtype=np.int64)
+        self.t_active = np.zeros(nt, dtype=bool)
         self.t_affinity: list[frozenset[int] | None] = [None] * nt
         self.t_private = np.full(nt, -1, dtype=np.int64)
         self.t_touch_plan: list[list[list[int]]] = [[] for _ in range(nt)]  # [[rid, bytes left], ...]
         self.t_debt = np.zeros(nt)
+        self.t_burst = np.full(nt, np.inf)  # CPU ns left in the current burst
+        self.t_last = np.zeros(nt, dtype=np.int64)
+        self.t_gen = np.zeros(nt, dtype=np.int64)
         prof = [pods[int(pi)].profile for pi in self.t_pod]
         self.p_compute = np.array([pr.cycles_per_op / machine.frequency_ghz for pr in prof])
         self.p_misses = np.array([pr.llc_misses_per_op for pr in prof])
@@ -230,6 +250,14 @@ class Simulation:
         self.p_shared = np.array([pr.shared_fraction for pr in prof])
         self.p_touch = np.array([pr.touch_gbps for pr in prof])  # bytes per full-core ns
         self.p_footprint = np.array([pr.cache_footprint_mib * 2**20 for pr in prof])
+        self.p_burst = np.array([pr.burst_ms * 1e6 if pr.burst_ms else np.inf for pr in prof])
+        self.p_sleep = np.array([pr.sleep_ms * 1e6 for pr in prof])
+        self.p_waker_pod = np.array([pr.waker == "pod" for pr in prof])
+        self.nr = np.zeros(machine.n_cpus, dtype=np.int64)
+        self.rq: list[list[int]] = [[] for _ in range(machine.n_cpus)]
+        self._core_of = [machine.core_cpus[int(machine.cpu_core[c])] for c in range(machine.n_cpus)]
+        self._slices: dict[int, float] = {}
+        self.t_shared_rid = np.zeros(nt, dtype=np.int64)
 
         # Cumulative counters.
         self.c_ops = np.zeros(nt)
@@ -240,20 +268,26 @@ class Simulation:
         self.c_miss_node = np.zeros((nt, n))
         self.c_moves = np.zeros(nt, dtype=np.int64)
         self.c_xmoves = np.zeros(nt, dtype=np.int64)
+        self.c_wakeups = np.zeros(nt, dtype=np.int64)
         self.c_cpu_busy = np.zeros(machine.n_cpus)
         self.c_pages_moved = np.zeros(len(pods))
 
-        # Rates from the last solve.
-        self.r_share = np.zeros(nt)
-        self.r_capacity = np.zeros(nt)
-        self.r_tau = np.ones(nt)
+        # Current rates.
+        self.r_share = np.zeros(nt)  # share of its CPU's time
+        self.r_cap = np.zeros(nt)  # full-core ns of work per wall ns
+        self.r_tau = np.full(nt, np.inf)  # full-core ns per operation
         self.r_access = np.zeros((nt, n))
         self.r_local = np.ones(nt)
         self.r_latency = np.zeros(nt)
+        self._lmat = machine.latency.copy()
+        self._x = np.ones(n)
+        self._y = np.ones((n, n))
+        self._dirty = False
+        self._last_solve = -REFRESH_NS
 
-        self._last = 0
-        self._gen = 0
         self._flows: dict[int, dict] = {}
+        self._heap: list[tuple[int, int, int]] = []  # (time, tid, generation)
+        self._timer_at: int | None = None
         self._tick_wakeup = self.env.event()
         self.placements: list[tuple[int, int, int]] = []
         self.affinity_log: list[tuple[int, int, frozenset[int] | None]] = []
@@ -264,16 +298,20 @@ class Simulation:
         self._sample_times: list[int] = []
         self._samples: dict[str, list[NDArray]] = {}
 
+    @property
+    def now(self) -> int:
+        return int(self.env.now)
+
     # ------------------------------------------------------------------ run
     def run(self) -> Trace:
         """Run to ``duration_ns`` and return the trace."""
         self.env.process(self._arrivals())
         self.env.process(self._ticker())
         self.env.process(self._sampler())
+        self.env.process(self._refresher())
         n_events = 0
-        end = self.duration_ns
         env = self.env
-        while env.peek() <= end:
+        while env.peek() <= self.duration_ns:
             env.step()
             n_events += 1
         samples = {k: np.stack(v) for k, v in self._samples.items()}
@@ -299,38 +337,36 @@ class Simulation:
         for pod in sorted(self.pods, key=lambda p: (p.arrival_ns, p.index)):
             if pod.arrival_ns > self.env.now:
                 yield self.env.timeout(pod.arrival_ns - self.env.now)
-            self.sync()
             self._arrive(pod)
-            self._recompute()
+            self._solve()
             if not self._tick_wakeup.triggered:
                 self._tick_wakeup.succeed()
 
     def _ticker(self):
         while True:
-            nxt = self.policy.next_tick(int(self.env.now))
+            nxt = self.policy.next_tick(self.now)
             if nxt is None:
                 self._tick_wakeup = self.env.event()
                 yield self._tick_wakeup
                 continue
-            yield self.env.timeout(max(int(nxt) - int(self.env.now), 1))
-            decisions = self.policy.tick(self.view)
-            if decisions:
-                self.sync()
-                for d in decisions:
-                    self._apply(d)
-                self._recompute()
+            yield self.env.timeout(max(int(nxt) - self.now, 1))
+            for d in self.policy.tick(self.view):
+                self._apply(d)
 
     def _sampler(self):
-        times = sorted(
-            set(range(0, self.duration_ns + 1, self.sample_ns)) | {self.warmup_ns, self.duration_ns}
-        )
+        times = sorted(set(range(0, self.duration_ns + 1, self.sample_ns)) | {self.warmup_ns, self.duration_ns})
         for t in times:
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
-            self.sync()
             self._snapshot()
             if self.progress is not None:
                 self.progress(t / self.duration_ns)
+
+    def _refresher(self):
+        while True:
+            yield self.env.timeout(REFRESH_NS)
+            if self._dirty:
+                self._solve()
 
     # ------------------------------------------------------------ arrivals
     def _arrive(self, pod: PodInstance) -> None:
@@ -351,6 +387,7 @@ class Simulation:
         private = (pod.memory - shared) // pod.threads
         pod.shared_rid = self.memory.add_region(pod.index, -1, shared)
         for k, tid in enumerate(pod.tids):
+            self.t_shared_rid[tid] = pod.shared_rid
             self.t_private[tid] = self.memory.add_region(pod.index, tid, private)
             plan = [[int(self.t_private[tid]), private]]
             if prof.touch == "threads":
@@ -364,39 +401,42 @@ class Simulation:
                 self._check_cpus(aff, adm)
                 self.t_affinity[tid] = aff
                 self.affinity_log.append((self.now, tid, aff))
-            over = adm.overhead
-            self.p_compute[tid] *= 1.0 + over.cpu
-            self.p_stall[tid] *= 1.0 + over.memory
+            self.p_compute[tid] *= 1.0 + adm.overhead.cpu
+            self.p_stall[tid] *= 1.0 + adm.overhead.memory
         # With a single toucher, the other threads start once the memory is touched
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
-        starters = pod.tids if prof.touch == "threads" else pod.tids[:1]
-        for tid in starters:
+        for tid in pod.tids if prof.touch == "threads" else pod.tids[:1]:
             self._start_thread(tid)
 
     def _start_thread(self, tid: int) -> None:
         cpu = int(self.policy.place(tid, self.view))
         self._check_place(tid, cpu, "place")
-        self.t_cpu[tid] = cpu
-        self.t_state[tid] = TOUCHING if self.t_touch_plan[tid] else RUNNING
+        self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] else WORK
+        if self.t_phase[tid] == WORK:
+            self.t_burst[tid] = self._draw_burst(tid)
+        self.t_last[tid] = self.now
+        self._integrate(self._on_cpus([cpu]))
+        self._enqueue(tid, cpu)
         self.placements.append((self.now, tid, cpu))
+        self._update_cpus([cpu])
+        self._dirty = True
 
-    # ----------------------------------------------------------- decisions
-    @property
-    def now(self) -> int:
-        return int(self.env.now)
+    def _draw_burst(self, tid: int) -> float:
+        mean = self.p_burst[tid]
+        return float(self.rng.exponential(mean)) if np.isfinite(mean) else np.inf
 
+    # ----------------------------------------------------------- checks
     def _check_cpus(self, cpus: frozenset[int] | None, decision: object) -> None:
         if cpus is None:
             return
         if not cpus or min(cpus) < 0 or max(cpus) >= self.machine.n_cpus:
-            raise PolicyError(
-                self.policy.name, self.now, decision,
-                f"CPU set must be non-empty and within 0-{self.machine.n_cpus - 1}",
-            )
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"CPU set must be non-empty and within 0-{self.machine.n_cpus - 1}")
 
     def _check_mempolicy(self, mp: MemPolicy, decision: object) -> None:
         if any(n < 0 or n >= self.machine.n_nodes for n in mp.nodes):
-            raise PolicyError(self.policy.name, self.now, decision, f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
         if mp.kind in ("bind", "interleave") and not mp.nodes:
             raise PolicyError(self.policy.name, self.now, decision, f"memory policy {mp.kind} needs nodes")
 
@@ -405,22 +445,20 @@ class Simulation:
             raise PolicyError(self.policy.name, self.now, decision, f"CPU {cpu} does not exist")
         aff = self.t_affinity[tid]
         if aff is not None and cpu not in aff:
-            raise PolicyError(
-                self.policy.name, self.now, decision,
-                f"thread {tid} may not run on CPU {cpu} (affinity {sorted(aff)})",
-            )
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"thread {tid} may not run on CPU {cpu} (affinity {sorted(aff)})")
 
+    # ----------------------------------------------------------- decisions
     def _apply(self, d: Decision) -> None:
         if isinstance(d, Move):
-            self._move(d)
+            self._move(d.tid, int(d.cpu), d)
         elif isinstance(d, SetAffinity):
             self._check_cpus(d.cpus, d)
             for tid in d.tids:
                 self.t_affinity[tid] = d.cpus
                 self.affinity_log.append((self.now, tid, d.cpus))
-                if self.t_state[tid] in (TOUCHING, RUNNING) and self.t_cpu[tid] not in d.cpus:
-                    cpu = int(self.policy.place(tid, self.view))
-                    self._move(Move(tid, cpu))
+                if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
+                    self._move(tid, int(self.policy.place(tid, self.view)), d)
         elif isinstance(d, MigratePages):
             if not 0 <= d.dst < self.machine.n_nodes or d.rate_gbps <= 0 or d.nbytes < 0:
                 raise PolicyError(self.policy.name, self.now, d, "bad node, rate or size")
@@ -431,54 +469,122 @@ class Simulation:
         else:
             raise PolicyError(self.policy.name, self.now, d, "unknown decision type")
 
-    def _move(self, d: Move) -> None:
-        tid, cpu = d.tid, int(d.cpu)
-        if not 0 <= tid < len(self.t_cpu) or self.t_state[tid] not in (TOUCHING, RUNNING):
-            raise PolicyError(self.policy.name, self.now, d, f"thread {tid} is not running")
-        self._check_place(tid, cpu, d)
+    def _move(self, tid: int, cpu: int, decision: object) -> None:
+        if not 0 <= tid < len(self.t_cpu) or not self.t_active[tid]:
+            raise PolicyError(self.policy.name, self.now, decision, f"thread {tid} is not on a runqueue")
+        self._check_place(tid, cpu, decision)
         old = int(self.t_cpu[tid])
         if old == cpu:
             return
+        self._integrate(self._on_cpus([old, cpu]))
+        self._dequeue(tid)
+        self._charge_move(tid, old, cpu)
+        self._enqueue(tid, cpu)
+        self._update_cpus([old, cpu])
+
+    def _charge_move(self, tid: int, old: int, cpu: int) -> None:
+        """Record a move and charge the cache refill it costs."""
         m = self.machine
         src, dst = int(m.cpu_node[old]), int(m.cpu_node[cpu])
-        # A moved thread reloads its cache: only the private caches within a socket's
-        # LLC, the whole footprint when it leaves the LLC.
+        # Within one LLC only the private caches are lost; across LLCs, the whole footprint.
         footprint = self.p_footprint[tid]
         if m.cpu_socket[old] == m.cpu_socket[cpu] and m.spec.nodes_per_socket == 1:
             footprint = min(footprint, m.spec.l2_kib * 1024)
-        self.t_debt[tid] += refill_ns(footprint, float(m.latency[dst, dst]), self.p_mlp[tid])
-        self.t_cpu[tid] = cpu
+        self.t_debt[tid] += refill_ns(footprint, float(self._lmat[dst, dst]), self.p_mlp[tid])
         self.c_moves[tid] += 1
-        if src != dst:
-            self.c_xmoves[tid] += 1
         self.migrations.append((self.now, tid, old, cpu))
         self.placements.append((self.now, tid, cpu))
+        if src != dst:
+            self.c_xmoves[tid] += 1
+            self.t_cpu[tid] = cpu
+            self._set_tau(np.array([tid]))
+            self._dirty = True
+
+    def _enqueue(self, tid: int, cpu: int) -> None:
+        self.t_cpu[tid] = cpu
+        self.t_active[tid] = True
+        self.nr[cpu] += 1
+        self.rq[cpu].append(tid)
+
+    def _dequeue(self, tid: int) -> None:
+        cpu = int(self.t_cpu[tid])
+        self.t_active[tid] = False
+        self.nr[cpu] -= 1
+        self.rq[cpu].remove(tid)
+        self.r_share[tid] = 0.0
+        self.r_cap[tid] = 0.0
 
     def _event(self, kind: str, text: str) -> None:
         self.events.append((self.now, kind, text))
 
+    # ------------------------------------------------------ sleep and wake
+    def _on_thread_event(self, tid: int, gen: int) -> None:
+        if gen != self.t_gen[tid] or not self.t_active[tid]:
+            return
+        self._integrate(np.array([tid]))
+        if self.t_phase[tid] == TOUCH:
+            if sum(p[1] for p in self.t_touch_plan[tid]) < PAGE:
+                self._touch(tid, float(PAGE))
+            if not self.t_touch_plan[tid] and self.t_phase[tid] == TOUCH:
+                self._finish_touch(tid)
+            else:
+                self._reschedule(np.array([tid]))
+            return
+        if self.t_burst[tid] > 1.0:
+            self._reschedule(np.array([tid]))
+            return
+        # The burst is over: the thread blocks.
+        cpu = int(self.t_cpu[tid])
+        self._integrate(self._on_cpus([cpu]))
+        self._dequeue(tid)
+        self.t_gen[tid] += 1
+        self._update_cpus([cpu])
+        sleep = max(int(self.rng.exponential(self.p_sleep[tid])), 1)
+        ev = self.env.timeout(sleep)
+        ev.callbacks.append(lambda _e, t=tid: self._wake(t))
+        if self.nr[cpu] == 0:
+            for d in self.policy.idle(cpu, self.view):
+                self._apply(d)
+
+    def _wake(self, tid: int) -> None:
+        if self.t_phase[tid] != WORK or self.t_active[tid]:
+            return
+        waker = None
+        if self.p_waker_pod[tid]:
+            pod = self.pods[int(self.t_pod[tid])]
+            others = [t for t in pod.tids if t != tid and self.t_active[t]]
+            if others:
+                waker = int(self.t_cpu[others[int(self.rng.integers(len(others)))]])
+        cpu = int(self.policy.wake(tid, waker, self.view))
+        self._check_place(tid, cpu, "wake")
+        prev = int(self.t_cpu[tid])
+        self.c_wakeups[tid] += 1
+        self._integrate(np.concatenate([[tid], self._on_cpus([cpu])]))
+        if cpu != prev:
+            self._charge_move(tid, prev, cpu)
+        self._enqueue(tid, cpu)
+        self.t_burst[tid] = self._draw_burst(tid)
+        self._update_cpus([cpu])
+
     # ------------------------------------------------------- page copying
     def _start_flow(self, d: MigratePages) -> None:
-        token = object()
-        flow = {"token": token, "d": d, "left": int(d.nbytes), "src": np.zeros(self.machine.n_nodes)}
+        flow = {"d": d, "left": int(d.nbytes)}
         self._flows[d.pod] = flow
         self.env.process(self._flow(flow))
 
     def _flow(self, flow: dict):
         d: MigratePages = flow["d"]
-        rate = d.rate_gbps  # bytes per ns
-        self._recompute()
+        self._solve()
         while flow["left"] > 0 and self._flows.get(d.pod) is flow:
             yield self.env.timeout(MIGRATION_STEP_NS)
             if self._flows.get(d.pod) is not flow:
                 return
-            self.sync()
-            budget = int(min(flow["left"], rate * MIGRATION_STEP_NS))
+            budget = int(min(flow["left"], d.rate_gbps * MIGRATION_STEP_NS))
             moved = self._copy_pages(d.pod, d.dst, budget)
             flow["left"] = 0 if moved == 0 else flow["left"] - moved
             if flow["left"] <= 0:
                 del self._flows[d.pod]
-            self._recompute()
+            self._solve()
 
     def _copy_pages(self, pod_index: int, dst: int, budget: int) -> int:
         pod = self.pods[pod_index]
@@ -491,8 +597,7 @@ class Simulation:
         moved = 0
         for r, row in zip(rids, per):
             for src in np.flatnonzero(row):
-                want = int(budget * row[src] / total)
-                got = self.memory.migrate(r, int(src), dst, want)
+                got = self.memory.migrate(r, int(src), dst, int(budget * row[src] / total))
                 if got:
                     moved += got
                     self.page_moves.append((self.now, pod_index, int(src), dst, got))
@@ -500,38 +605,85 @@ class Simulation:
         return moved
 
     # --------------------------------------------------------- integration
-    def nr_running(self) -> NDArray[np.int64]:
-        active = (self.t_state == TOUCHING) | (self.t_state == RUNNING)
-        return np.bincount(self.t_cpu[active], minlength=self.machine.n_cpus)
+    def _on_cpus(self, cpus: list[int]) -> NDArray[np.int64]:
+        """Threads queued on ``cpus`` or, with SMT, on their siblings."""
+        if self.machine.smt:
+            cpus = sorted({s for c in cpus for s in self._core_of[c]})
+        else:
+            cpus = sorted(set(cpus))
+        return np.array([t for c in cpus for t in self.rq[c]], dtype=np.int64)
 
-    def sync(self) -> None:
-        """Integrate every thread's progress up to now at the current rates."""
+    def _integrate(self, tids: NDArray[np.int64]) -> None:
+        """Bring the counters of ``tids`` up to now at their current rates."""
+        if len(tids) <= 8:
+            for tid in tids:
+                self._integrate_one(int(tid))
+            return
         now = self.now
-        dt = now - self._last
+        dt = (now - self.t_last[tids]).astype(float)
+        self.t_last[tids] = now
+        live = (dt > 0) & (self.r_share[tids] > 0)
+        if not live.any():
+            return
+        tids, dt = tids[live], dt[live]
+        share = self.r_share[tids]
+        cpu_ns = share * dt
+        self.c_cpu[tids] += cpu_ns
+        self.c_wait[tids] += (1.0 - share) * dt
+        np.add.at(self.c_cpu_busy, self.t_cpu[tids], cpu_ns)
+        self.t_burst[tids] -= cpu_ns
+        work = self.r_cap[tids] * dt
+        pay = np.minimum(self.t_debt[tids], work)
+        self.t_debt[tids] -= pay
+        work -= pay
+        phase = self.t_phase[tids]
+        run = phase == WORK
+        if run.any():
+            rt = tids[run]
+            ops = work[run] / self.r_tau[rt]
+            self.c_ops[rt] += ops
+            miss = ops * self.p_misses[rt]
+            self.c_miss[rt] += miss
+            self.c_miss_local[rt] += miss * self.r_local[rt]
+            self.c_miss_node[rt] += miss[:, None] * self.r_access[rt]
+        touching = phase == TOUCH
+        if touching.any():
+            for tid, w in zip(tids[touching], work[touching]):
+                if w > 0:
+                    self._touch(int(tid), w * self.p_touch[tid])
+
+    def _integrate_one(self, tid: int) -> None:
+        """:meth:`_integrate` for one thread, in scalar arithmetic (most events touch 1-3 threads)."""
+        now = self.now
+        dt = now - int(self.t_last[tid])
         if dt <= 0:
             return
-        self._last = now
-        active = np.flatnonzero((self.t_state == TOUCHING) | (self.t_state == RUNNING))
-        if active.size == 0:
-            return
-        share = self.r_share[active]
-        self.c_cpu[active] += share * dt
-        self.c_wait[active] += (1.0 - share) * dt
-        np.add.at(self.c_cpu_busy, self.t_cpu[active], share * dt)
-        work = self.r_capacity[active] * dt  # full-core ns
-        pay = np.minimum(self.t_debt[active], work)
-        self.t_debt[active] -= pay
-        work = work - pay
-        running = self.t_state[active] == RUNNING
-        run = active[running]
-        ops = work[running] / self.r_tau[run]
-        self.c_ops[run] += ops
-        miss = ops * self.p_misses[run]
-        self.c_miss[run] += miss
-        self.c_miss_local[run] += miss * self.r_local[run]
-        self.c_miss_node[run] += miss[:, None] * self.r_access[run]
-        for tid, w in zip(active[~running], work[~running]):
-            self._touch(int(tid), w * self.p_touch[tid])
+        self.t_last[tid] = now
+        share = float(self.r_share[tid])
+        if share == 0.0:
+            return  # asleep, not started or dead: nothing accrues
+        cpu_ns = share * dt
+        self.c_cpu[tid] += cpu_ns
+        self.c_wait[tid] += (1.0 - share) * dt
+        self.c_cpu_busy[self.t_cpu[tid]] += cpu_ns
+        self.t_burst[tid] -= cpu_ns
+        work = float(self.r_cap[tid]) * dt
+        debt = float(self.t_debt[tid])
+        if debt > 0.0:
+            pay = min(debt, work)
+            self.t_debt[tid] = debt - pay
+            work -= pay
+        phase = self.t_phase[tid]
+        if phase == WORK:
+            ops = work / float(self.r_tau[tid])
+            self.c_ops[tid] += ops
+            miss = ops * float(self.p_misses[tid])
+            if miss > 0.0:
+                self.c_miss[tid] += miss
+                self.c_miss_local[tid] += miss * float(self.r_local[tid])
+                self.c_miss_node[tid] += miss * self.r_access[tid]
+        elif phase == TOUCH and work > 0.0:
+            self._touch(tid, work * float(self.p_touch[tid]))
 
     def _touch(self, tid: int, nbytes: float) -> None:
         plan = self.t_touch_plan[tid]
@@ -550,101 +702,188 @@ class Simulation:
             left -= take
             if plan[0][1] <= 0:
                 plan.pop(0)
+        self._dirty = True
 
     def _finish_touch(self, tid: int) -> None:
-        self.t_state[tid] = RUNNING
+        self.t_phase[tid] = WORK
+        self.t_burst[tid] = self._draw_burst(tid)
         pod = self.pods[int(self.t_pod[tid])]
         if pod.profile.touch == "main" and tid == pod.tids[0]:
             for other in pod.tids[1:]:
                 self._start_thread(other)
+        self._solve()
+        self._reschedule(np.array([tid]))
 
     def _kill(self, pod: PodInstance, reason: str) -> None:
         pod.status = "failed"
         pod.reason = reason
         self._event("failed", f"{pod.name}: {reason}")
+        cpus = [int(self.t_cpu[t]) for t in pod.tids if self.t_active[t]]
+        self._integrate(np.concatenate([np.array(pod.tids), self._on_cpus(cpus)]))
         for tid in pod.tids:
-            if self.t_state[tid] != DEAD:
-                self.t_state[tid] = DEAD
-                self.t_touch_plan[tid] = []
-                self.placements.append((self.now, tid, -1))
+            if self.t_active[tid]:
+                self._dequeue(tid)
+            self.t_phase[tid] = DEAD
+            self.t_gen[tid] += 1
+            self.t_touch_plan[tid] = []
+            self.placements.append((self.now, tid, -1))
         for rid, reg in enumerate(self.memory.regions):
             if reg.pod == pod.index:
                 self.memory.release(rid)
         self._flows.pop(pod.index, None)
+        self._update_cpus(cpus)
+        self._dirty = True
 
     # ------------------------------------------------------------- rates
-    def _recompute(self) -> None:
-        """Recompute every thread's rate after a change, and the next internal event."""
-        m = self.machine
-        active = np.flatnonzero((self.t_state == TOUCHING) | (self.t_state == RUNNING))
-        self.r_share[:] = 0.0
-        self.r_capacity[:] = 0.0
-        if active.size == 0:
+    def _update_cpus(self, cpus: list[int]) -> None:
+        """Recompute the CPU shares of the threads on ``cpus`` (after integrating them)."""
+        if not cpus:
             return
-        cpus = self.t_cpu[active]
-        nr = np.bincount(cpus, minlength=m.n_cpus)
-        share = 1.0 / nr[cpus]
-        # SMT: hardware threads of one core share its throughput.
-        factor = np.ones(m.n_cpus)
-        if m.smt:
-            busy = nr > 0
-            for sib in m.core_cpus:
-                k = int(busy[list(sib)].sum())
+        m = self.machine
+        tids = self._on_cpus(cpus)
+        self._integrate(tids)
+        if tids.size == 0:
+            return
+        spec = m.spec
+        l2 = spec.l2_kib * 1024
+        need_tau = []
+        for tid in tids:
+            tid = int(tid)
+            c = int(self.t_cpu[tid])
+            n = int(self.nr[c])
+            share = 1.0 / n
+            factor = 1.0
+            if m.smt:
+                k = sum(1 for sib in self._core_of[c] if self.nr[sib] > 0)
                 if k > 1:
-                    factor[list(sib)] = m.spec.smt_yield / k
-        eff = np.ones(active.size)
-        shared_cpu = nr[cpus] > 1
-        if shared_cpu.any():
-            nodes = m.cpu_node[cpus[shared_cpu]]
-            tids = active[shared_cpu]
-            refill = np.minimum(self.p_footprint[tids], m.spec.l2_kib * 1024) / 64.0
-            cost = m.spec.context_switch_ns + refill * m.latency[nodes, nodes] * self.p_stall[tids]
-            slices = np.array([self.policy.slice_ns(int(k)) for k in nr[cpus[shared_cpu]]], dtype=float)
-            eff[shared_cpu] = switch_efficiency(slices, cost)
-        cap = share * factor[cpus] * eff
-        self.r_share[active] = share
-        self.r_capacity[active] = cap
+                    factor = spec.smt_yield / k
+            eff = 1.0
+            if n > 1:
+                node = int(m.cpu_node[c])
+                refill = min(float(self.p_footprint[tid]), l2) / LINE
+                cost = spec.context_switch_ns + refill * float(self._lmat[node, node]) * float(self.p_stall[tid])
+                sl = self._slice(n)
+                eff = sl / (sl + cost) if sl > 0 else 1.0
+            self.r_share[tid] = share
+            self.r_cap[tid] = share * factor * eff
+            if self.r_tau[tid] == np.inf:
+                need_tau.append(tid)
+        if need_tau:
+            self._set_tau(np.array(need_tau))
+        self._reschedule(tids)
 
-        # Where each running thread's misses go.
-        node_of = m.cpu_node[cpus]
-        access = np.zeros((active.size, m.n_nodes))
-        shared_cache: dict[tuple[int, int], NDArray[np.float64]] = {}
-        for i, tid in enumerate(active):
-            pod = self.pods[int(self.t_pod[tid])]
-            node = int(node_of[i])
-            key = (pod.index, node)
-            if key not in shared_cache:
-                shared_cache[key] = self.memory.access_fractions(pod.shared_rid, node)
-            sf = self.p_shared[tid]
-            access[i] = sf * shared_cache[key] + (1 - sf) * self.memory.access_fractions(
-                int(self.t_private[tid]), node
-            )
-        touching = self.t_state[active] == TOUCHING
+    def _slice(self, n: int) -> float:
+        if n not in self._slices:
+            self._slices[n] = float(self.policy.slice_ns(n))
+        return self._slices[n]
+
+    def _reschedule(self, tids: NDArray[np.int64]) -> None:
+        """Schedule each thread's next own event: end of its touch, or of its burst."""
+        for tid in tids:
+            tid = int(tid)
+            self.t_gen[tid] += 1
+            if not self.t_active[tid]:
+                continue
+            cap, share = self.r_cap[tid], self.r_share[tid]
+            if self.t_phase[tid] == TOUCH:
+                left = sum(p[1] for p in self.t_touch_plan[tid])
+                eta = (self.t_debt[tid] + left / self.p_touch[tid]) / cap if cap > 0 else np.inf
+            else:
+                eta = self.t_burst[tid] / share if share > 0 else np.inf
+            if not np.isfinite(eta):
+                continue
+            heapq.heappush(self._heap, (self.now + max(int(np.ceil(eta)), 1), tid, int(self.t_gen[tid])))
+        self._arm()
+
+    def _arm(self) -> None:
+        """Make sure a simpy timeout is pending for the earliest thread event.
+
+        Thread events (the end of a burst or of a start-up touch) wait in a heap
+        and are superseded whenever a thread's share changes; only the earliest
+        valid one has a timeout in the environment, so superseded ones cost a
+        heap entry, not a simulated event.
+        """
+        heap = self._heap
+        while heap and heap[0][2] != self.t_gen[heap[0][1]]:
+            heapq.heappop(heap)
+        if not heap:
+            return
+        when = heap[0][0]
+        if self._timer_at is not None and self._timer_at <= when:
+            return
+        self._timer_at = when
+        ev = self.env.timeout(when - self.now)
+        ev.callbacks.append(self._fire)
+
+    def _fire(self, _ev: simpy.Event) -> None:
+        now = self.now
+        if self._timer_at is not None and self._timer_at <= now:
+            self._timer_at = None
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, tid, gen = heapq.heappop(heap)
+            self._on_thread_event(tid, gen)
+        self._arm()
+
+    def _access(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Share of each thread's misses that each node serves, from where its pages are."""
+        m = self.machine
+        dist = self.memory.distributions()
+        local = np.zeros((tids.size, m.n_nodes))
+        local[np.arange(tids.size), m.cpu_node[self.t_cpu[tids]]] = 1.0
+        shared = dist[self.t_shared_rid[tids]]
+        private = dist[self.t_private[tids]]
+        # Memory not touched yet is allocated where it is first used: count it as local.
+        shared = np.where(shared.sum(axis=1, keepdims=True) > 0, shared, local)
+        private = np.where(private.sum(axis=1, keepdims=True) > 0, private, local)
+        sf = self.p_shared[tids][:, None]
+        return sf * shared + (1.0 - sf) * private
+
+    def _set_tau(self, tids: NDArray[np.int64]) -> None:
+        """Time per operation of ``tids`` at the current loaded latencies."""
+        if tids.size == 0:
+            return
+        acc = self._access(tids)
+        nodes = self.machine.cpu_node[self.t_cpu[tids]]
+        lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
+        self.r_access[tids] = acc
+        self.r_local[tids] = acc[np.arange(tids.size), nodes]
+        self.r_latency[tids] = lat
+        self.r_tau[tids] = self.p_compute[tids] + self.p_misses[tids] * lat * self.p_stall[tids]
+
+    def _solve(self) -> None:
+        """Solve the loaded-latency fixed point for all threads and reset their times per op."""
+        m = self.machine
+        alive = np.flatnonzero((self.t_phase == TOUCH) | (self.t_phase == WORK))
+        self._integrate(alive)
+        self._dirty = False
+        self._last_solve = self.now
+        if alive.size == 0:
+            return
+        self._set_tau(alive)
+        act = alive[self.t_active[alive]]
+        nodes = m.cpu_node[self.t_cpu[act]]
+        touching = self.t_phase[act] == TOUCH
         extra_node = np.zeros(m.n_nodes)
-        np.add.at(extra_node, node_of[touching], cap[touching] * self.p_touch[active[touching]])
+        np.add.at(extra_node, nodes[touching], self.r_cap[act[touching]] * self.p_touch[act[touching]])
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
         for flow in self._flows.values():
             self._flow_traffic(flow, extra_node, extra_link)
-        run = ~touching
+        run = act[~touching]
         inp = RateInputs(
-            cpu_node=node_of[run],
-            capacity=cap[run],
-            compute_ns=self.p_compute[active[run]],
-            misses=self.p_misses[active[run]],
-            stall_scale=self.p_stall[active[run]],
-            access=access[run],
+            cpu_node=nodes[~touching],
+            capacity=self.r_cap[run],
+            compute_ns=self.p_compute[run],
+            misses=self.p_misses[run],
+            stall_scale=self.p_stall[run],
+            access=self.r_access[run],
             extra_node=extra_node,
             extra_link=extra_link,
         )
-        sol = solve_rates(inp, m.latency, m.node_bandwidth, m.link_bandwidth, m.curve)
+        sol = solve_rates(inp, m.latency, m.node_bandwidth, m.link_bandwidth, m.curve, x0=self._x, y0=self._y)
         self.n_solves += 1
-        rt = active[run]
-        with np.errstate(divide="ignore"):
-            self.r_tau[rt] = np.where(sol.rate > 0, cap[run] / np.maximum(sol.rate, 1e-300), np.inf)
-        self.r_access[rt] = access[run]
-        self.r_local[rt] = sol.local
-        self.r_latency[rt] = sol.latency
-        self._schedule_internal(active[touching])
+        self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
+        self._set_tau(alive)
 
     def _flow_traffic(self, flow: dict, node: NDArray, link: NDArray) -> None:
         d: MigratePages = flow["d"]
@@ -653,51 +892,13 @@ class Simulation:
         if held.sum() <= 0:
             return
         src_share = held / held.sum()
-        rate = d.rate_gbps
-        node += rate * src_share
-        node[d.dst] += rate
-        link[d.dst] += rate * src_share
-
-    def _schedule_internal(self, touching: NDArray[np.int64]) -> None:
-        """Schedule the earliest touch completion under the current rates."""
-        self._gen += 1
-        if touching.size == 0:
-            return
-        cap = self.r_capacity[touching]
-        left = np.array([sum(p[1] for p in self.t_touch_plan[t]) for t in touching], dtype=float)
-        speed = cap * self.p_touch[touching]
-        with np.errstate(divide="ignore"):
-            eta = np.where(speed > 0, (left + self.t_debt[touching] * self.p_touch[touching] * 0) / speed, np.inf)
-            eta = eta + np.where(cap > 0, self.t_debt[touching] / cap, np.inf)
-        k = int(np.argmin(eta))
-        if not np.isfinite(eta[k]):
-            return
-        delay = max(int(np.ceil(eta[k])), 1)
-        gen = self._gen
-        ev = self.env.timeout(delay)
-        ev.callbacks.append(lambda _e, g=gen: self._internal(g))
-
-    def _internal(self, gen: int) -> None:
-        if gen != self._gen:
-            return
-        self.sync()
-        changed = False
-        for tid in np.flatnonzero(self.t_state == TOUCHING):
-            if not self.t_touch_plan[tid]:
-                self._finish_touch(int(tid))
-                changed = True
-            elif sum(p[1] for p in self.t_touch_plan[tid]) < 4096:
-                # Rounding remainder: finish the last partial page now.
-                self._touch(int(tid), 4096.0)
-                if not self.t_touch_plan[tid]:
-                    self._finish_touch(int(tid))
-                    changed = True
-        self._recompute() if changed else self._schedule_internal(
-            np.flatnonzero(self.t_state == TOUCHING)
-        )
+        node += d.rate_gbps * src_share
+        node[d.dst] += d.rate_gbps
+        link[d.dst] += d.rate_gbps * src_share
 
     # ----------------------------------------------------------- samples
     def _snapshot(self) -> None:
+        self._integrate(np.arange(len(self.t_cpu)))
         self._sample_times.append(self.now)
         snap = {
             "ops": self.c_ops,
@@ -708,11 +909,13 @@ class Simulation:
             "miss_node": self.c_miss_node,
             "moves": self.c_moves,
             "xmoves": self.c_xmoves,
+            "wakeups": self.c_wakeups,
             "cpu_busy": self.c_cpu_busy,
             "pages_moved": self.c_pages_moved,
             "pod_memory": self.memory.pod_bytes(len(self.pods)),
             "thread_cpu": self.t_cpu,
-            "thread_state": self.t_state,
+            "thread_active": self.t_active,
+            "thread_local": self.r_local,
         }
         for k, v in snap.items():
             self._samples.setdefault(k, []).append(np.array(v, copy=True))

@@ -53,7 +53,7 @@ class Memory:
         self.capacity = machine.node_memory.astype(np.int64)
         self.used = np.zeros(machine.n_nodes, dtype=np.int64)
         self.regions: list[Region] = []
-        self._placed: list[NDArray[np.int64]] = []
+        self._placed = np.zeros((0, machine.n_nodes), dtype=np.int64)  # regions x nodes
         # Nodes in order of distance from each node (the kernel's zonelist order).
         self._by_distance = [
             [int(j) for j in np.lexsort((np.arange(machine.n_nodes), machine.distance[i]))]
@@ -62,7 +62,8 @@ class Memory:
 
     def add_region(self, pod: int, owner: int, size: int) -> int:
         self.regions.append(Region(pod, owner, int(size)))
-        self._placed.append(np.zeros(self.machine.n_nodes, dtype=np.int64))
+        self._placed = np.vstack([self._placed, np.zeros((1, self.machine.n_nodes), dtype=np.int64)])
+        self._region_pod = np.array([r.pod for r in self.regions], dtype=np.int64)
         return len(self.regions) - 1
 
     def placed(self, rid: int) -> NDArray[np.int64]:
@@ -75,9 +76,14 @@ class Memory:
     def pod_bytes(self, n_pods: int) -> NDArray[np.int64]:
         """Matrix pods x nodes of placed bytes."""
         out = np.zeros((n_pods, self.machine.n_nodes), dtype=np.int64)
-        for reg, placed in zip(self.regions, self._placed):
-            out[reg.pod] += placed
+        if self.regions:
+            np.add.at(out, self._region_pod, self._placed)
         return out
+
+    def distributions(self) -> NDArray[np.float64]:
+        """Share of each region's placed bytes on each node (rows of zeros for empty regions)."""
+        total = self._placed.sum(axis=1, keepdims=True)
+        return np.divide(self._placed, total, out=np.zeros(self._placed.shape), where=total > 0)
 
     def access_fractions(self, rid: int, cpu_node: int) -> NDArray[np.float64]:
         """Share of accesses to region ``rid`` served by each node.
@@ -151,4 +157,4 @@ class Memory:
     def release(self, rid: int) -> None:
         """Free all of region ``rid`` (its pod ended or was killed)."""
         self.used -= self._placed[rid]
-        self._placed[rid][:] = 0
+        self._placed[rid, :] = 0

@@ -66,6 +66,9 @@ class RateSolution:
     link_load: NDArray[np.float64]  # bytes/ns, [i, j]: from memory j to CPU node i
     node_util: NDArray[np.float64]
     iterations: int
+    x: NDArray[np.float64]  # latency multiplier per memory node
+    y: NDArray[np.float64]  # latency multiplier per link (hop part)
+    lmat: NDArray[np.float64]  # loaded latency matrix [CPU node, memory node], ns
 
 
 def solve_rates(
@@ -76,6 +79,8 @@ def solve_rates(
     curve: LoadedLatencyCurve,
     tol: float = 1e-9,
     max_iter: int = 400,
+    x0: NDArray[np.float64] | None = None,
+    y0: NDArray[np.float64] | None = None,
 ) -> RateSolution:
     """Solve the loaded-latency fixed point for the running threads.
 
@@ -89,6 +94,8 @@ def solve_rates(
         Capacities in bytes/ns; the link diagonal is unused.
     curve
         Loaded-latency multiplier as a function of utilisation.
+    x0, y0
+        A starting point (the previous solution), to converge in fewer steps.
     """
     n = len(node_bandwidth)
     t = len(inp.cpu_node)
@@ -99,8 +106,8 @@ def solve_rates(
     onehot[np.arange(t), inp.cpu_node] = 1.0
     local_share = inp.access[np.arange(t), inp.cpu_node] if t else np.zeros(0)
 
-    x = np.ones(n)
-    y = np.ones((n, n))
+    x = np.ones(n) if x0 is None else x0.copy()
+    y = np.ones((n, n)) if y0 is None else y0.copy()
     rate = np.zeros(t)
     lat = np.zeros(t)
     node_load = inp.extra_node.copy()
@@ -123,6 +130,7 @@ def solve_rates(
         y = np.sqrt(y * ty)
         if err < tol:
             break
+    lmat = local_lat[None, :] * x[None, :] + hop * y
     return RateSolution(
         rate=rate,
         latency=lat,
@@ -131,6 +139,9 @@ def solve_rates(
         link_load=link_load,
         node_util=node_load / node_bandwidth,
         iterations=it,
+        x=x,
+        y=y,
+        lmat=lmat,
     )
 
 

@@ -45,11 +45,11 @@ def run_variant(
     seed = scenario.spec.seed if seed is None else seed
     duration = scenario.spec.duration if duration_ns is None else duration_ns
     # Common random numbers: every variant gets the same stream for the same seed.
-    rng = np.random.default_rng(np.random.SeedSequence(seed))
-    policy = variant.policy(variant.options, scenario.machine, rng)
+    policy_seq, engine_seq = np.random.SeedSequence(seed).spawn(2)
+    policy = variant.policy(variant.options, scenario.machine, np.random.default_rng(policy_seq))
     sim = Simulation(
         scenario.machine, build_pods(scenario), policy, duration, scenario.spec.warmup,
-        min(scenario.spec.sample_interval, duration), progress=progress,
+        min(scenario.spec.sample_interval, duration), rng=np.random.default_rng(engine_seq), progress=progress,
     )
     trace = sim.run()
     return summarize(trace, variant.label), trace

@@ -46,6 +46,14 @@ class WorkloadProfile(BaseModel):
         description="who first touches the shared memory at start-up: every thread its share, or the first thread all of it",
     )
     touch_gbps: float = Field(default=2.0, gt=0, description="GB/s one thread writes when it first touches its memory")
+    burst_ms: float | None = Field(
+        default=None, gt=0,
+        description="mean CPU time a thread runs before it blocks (exponential); none: never blocks",
+    )
+    sleep_ms: float = Field(default=1.0, gt=0, description="mean time a blocked thread sleeps before it is woken")
+    waker: Literal["pod", "timer"] = Field(
+        default="pod", description="who wakes a blocked thread: another thread of its pod, or a timer on its own CPU"
+    )
     cache_footprint_mib: float = Field(
         default=1.0, ge=0, description="cache contents a thread must reload after it moves to another core"
     )

@@ -174,6 +174,18 @@ class Policy(ABC):
     def place(self, tid: int, sim: "SimView") -> int:
         """Choose the CPU for thread ``tid`` (new, or displaced by an affinity change)."""
 
+    def wake(self, tid: int, waker_cpu: int | None, sim: "SimView") -> int:
+        """Choose the CPU for thread ``tid`` waking up (it last ran on ``sim.thread_cpu[tid]``).
+
+        ``waker_cpu`` is the CPU of the thread that woke it, or ``None`` for a
+        timer or I/O wakeup. The default places it as a new thread.
+        """
+        return self.place(tid, sim)
+
+    def idle(self, cpu: int, sim: "SimView") -> list["Decision"]:
+        """``cpu`` has just become idle: return decisions (e.g. pull a thread), if any."""
+        return []
+
     def next_tick(self, now: int) -> int | None:
         """Absolute time (ns) at which :meth:`tick` should run next, or ``None``."""
         return None

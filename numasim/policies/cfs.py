@@ -113,6 +113,23 @@ class CFS(Policy):
             for si, groups in enumerate(lvl.groups):
                 for gi in range(len(groups)):
                     self.entities.append(_Entity(li, si, gi, 0, float(lvl.weight)))
+        self._entity = {(e.level, e.span, e.group): e for e in self.entities}
+        # Per domain: its groups' CPUs concatenated, for vectorised group statistics.
+        self._gidx = {}
+        for li, lvl in enumerate(self.levels):
+            for si, groups in enumerate(lvl.groups):
+                flat = np.concatenate(groups)
+                starts = np.cumsum([0] + [len(g) for g in groups[:-1]])
+                w = np.array([len(g) for g in groups])
+                ncores = np.array([len(set(int(c) for c in machine.cpu_core[g])) for g in groups])
+                self._gidx[(li, si)] = (flat, starts, w, ncores)
+        llc = [lvl for lvl in self.levels if lvl.share_llc]
+        if llc:
+            self._llc_span_of = llc[-1].span_of
+            self._llc_cpus = llc[-1].spans
+        else:  # one CPU per LLC
+            self._llc_span_of = np.arange(machine.n_cpus)
+            self._llc_cpus = [np.array([c]) for c in range(machine.n_cpus)]
         self._cpu_core = machine.cpu_core
         self._started = False
         self._next = 0
@@ -140,6 +157,80 @@ class CFS(Policy):
             start = int(cpu_of[pod.tids[0]])  # fork from the main thread
         self._started = True
         return self.find_dst_cpu(start, nr, allowed)
+
+    def wake(self, tid: int, waker_cpu: int | None, sim: "SimView") -> int:
+        """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling."""
+        nr = sim.nr_running
+        prev = int(sim.thread_cpu[tid])
+        allowed = sim.affinity(tid)
+        this = prev if waker_cpu is None else int(waker_cpu)
+        target = prev
+        if this != prev and (allowed is None or this in allowed):
+            for lvl in self.levels:
+                if not lvl.wake_affine:
+                    break
+                if lvl.span_of[this] == lvl.span_of[prev]:
+                    target = self._wake_affine(lvl, this, prev, nr)
+                    break
+        return self._select_idle_sibling(prev, target, nr, allowed)
+
+    def _wake_affine(self, lvl: Level, this: int, prev: int, nr) -> int:
+        if nr[this] == 0 and self._llc_span_of[this] == self._llc_span_of[prev]:
+            return prev if nr[prev] == 0 else this
+        if nr[prev] == 0:
+            return prev
+        # wake_affine_weight: the waking task's load moves from prev to this.
+        this_eff = (int(nr[this]) + 1) * SCALE * 100
+        prev_eff = int(nr[prev]) * SCALE * (100 + (lvl.pct - 100) // 2)
+        return this if this_eff < prev_eff else prev
+
+    def _select_idle_sibling(self, prev: int, target: int, nr, allowed) -> int:
+        def ok(c: int) -> bool:
+            return allowed is None or c in allowed
+
+        if nr[target] == 0 and ok(target):
+            return target
+        if prev != target and self._llc_span_of[prev] == self._llc_span_of[target] and nr[prev] == 0 and ok(prev):
+            return prev
+        llc = self._llc_cpus[self._llc_span_of[target]]
+        # SIS_UTIL: the busier the LLC, the fewer CPUs are scanned.
+        x = SCALE * float((nr[llc] > 0).mean())
+        y = SCALE - x * x * self.o.imbalance_pct_mc**2 / (10000 * SCALE)
+        budget = int(len(llc) * max(y, 0.0) / SCALE)
+        if budget > 0:
+            start = int(np.searchsorted(llc, target))
+            order = np.roll(llc, -start - 1)
+            if self.machine.smt:
+                for c in order:
+                    c = int(c)
+                    if ok(c) and all(nr[s] == 0 for s in self.machine.core_cpus[int(self._cpu_core[c])]):
+                        return c
+            for c in order[:budget]:
+                c = int(c)
+                if nr[c] == 0 and ok(c):
+                    return c
+        if ok(target):
+            return target
+        if ok(prev):
+            return prev
+        return self.find_dst_cpu(prev, np.array(nr), allowed)
+
+    def idle(self, cpu: int, sim: "SimView") -> list[Decision]:
+        """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first."""
+        cpu_of = np.array(sim.thread_cpu)
+        active = np.array(sim.thread_active)
+        nr = np.bincount(cpu_of[active], minlength=self.machine.n_cpus)
+        if nr.max() <= 1:
+            return []  # no runqueue is overloaded (rd->overloaded is clear)
+        moves: dict[int, int] = {}
+        for li, lvl in enumerate(self.levels):
+            si = int(lvl.span_of[cpu])
+            gi = lvl.group_of[si][cpu]
+            e = _Entity(li, si, gi, failed=self._entity[(li, si, gi)].failed)
+            self._balance(e, cpu, False, nr, cpu_of, active, sim, moves, newidle=True)
+            if moves:
+                break
+        return [Move(t, c) for t, c in moves.items()]
 
     def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None) -> int:
         """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain."""
@@ -175,6 +266,23 @@ class CFS(Policy):
         kind = OVERLOADED if overloaded else (HAS_SPARE if has_cap else FULLY_BUSY)
         ncores = len(set(int(c) for c in self._cpu_core[cpus]))
         return _Stats(s, w, w - busy, busy, ncores, kind, runnable * SCALE / cap)
+
+    def _all_stats(self, li: int, si: int, nr: NDArray[np.int64]) -> list[_Stats]:
+        """:meth:`_stats` for every group of one domain, vectorised."""
+        pct = self.levels[li].pct
+        flat, starts, w, ncores = self._gidx[(li, si)]
+        n = nr[flat]
+        s = np.add.reduceat(n, starts)
+        busy = np.add.reduceat((n > 0).astype(np.int64), starts)
+        cap, util, run = w * SCALE, busy * SCALE, s * SCALE
+        over = (s > w) & ((cap * 100 < util * pct) | (cap * pct < run * 100))
+        has_cap = (s < w) | (~(cap * pct < run * 100) & (cap * 100 > util * pct))
+        kind = np.where(over, OVERLOADED, np.where(has_cap, HAS_SPARE, FULLY_BUSY))
+        avg = run * SCALE / cap
+        return [
+            _Stats(a, b, b - c, c, d, k, v)
+            for a, b, c, d, k, v in zip(s.tolist(), w.tolist(), busy.tolist(), ncores.tolist(), kind.tolist(), avg.tolist())
+        ]
 
     def _adjust_numa(self, imb: int, dst_running: int, imb_numa_nr: int) -> int:
         if dst_running > imb_numa_nr:
@@ -270,7 +378,11 @@ class CFS(Policy):
             dst = self._balance_cpu(e, nr)
             busy = bool(nr[dst] > 0)
             if now >= e.last + self._interval_ns(e, busy):
-                self._balance(e, dst, busy, nr, cpu_of, active, sim, moves)
+                found, moved = self._balance(e, dst, busy, nr, cpu_of, active, sim, moves)
+                w = float(self.levels[e.level].weight)
+                # sched_balance_rq's back-off: min_interval after an imbalance, else doubling.
+                e.interval_ms = w if found else min(e.interval_ms * 2, 2 * w)
+                e.failed = 0 if moved or not found else e.failed + 1
                 e.last = now
                 busy = bool(nr[self._balance_cpu(e, nr)] > 0)
             due = e.last + self._interval_ns(e, busy)
@@ -278,74 +390,55 @@ class CFS(Policy):
         self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
         return [Move(t, c) for t, c in moves.items()]
 
-    def _balance(self, e, dst, busy, nr, cpu_of, active, sim, moves) -> None:
+    def _balance(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle: bool = False) -> tuple[bool, int]:
+        """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved)."""
         lvl = self.levels[e.level]
         groups = lvl.groups[e.span]
-        stats = [self._stats(g, nr, lvl.pct) for g in groups]
+        stats = self._all_stats(e.level, e.span, nr)
         local = stats[e.group]
-        total_load = sum(s.load for s in stats)
-        total_cap = sum(s.capacity for s in stats)
-        sds_avg = total_load * SCALE / total_cap
+        sds_avg = sum(s.load for s in stats) * SCALE / sum(s.capacity for s in stats)
         # sched_balance_find_src_group
         best = None
         for gi, st in enumerate(stats):
             if gi == e.group or st.nr == 0:
                 continue
-            if st.kind in (OVERLOADED, FULLY_BUSY):
-                key = (st.kind, st.avg_load)
-            else:
-                key = (st.kind, -st.idle, st.nr)
+            key = (st.kind, st.avg_load) if st.kind != HAS_SPARE else (st.kind, -st.idle, st.nr)
             if best is None or key > best[0]:
                 best = (key, gi)
         if best is None:
-            self._balanced(e)
-            return
+            return False, 0
         bi = best[1]
         busiest = stats[bi]
         if local.kind > busiest.kind:
-            self._balanced(e)
-            return
+            return False, 0
         if local.kind == OVERLOADED:
             if local.avg_load >= busiest.avg_load or local.avg_load >= sds_avg:
-                self._balanced(e)
-                return
+                return False, 0
             if 100 * busiest.avg_load <= lvl.pct * local.avg_load:
-                self._balanced(e)
-                return
+                return False, 0
         force = lvl.prefer_sibling and local.kind == HAS_SPARE and self._sibling_imb(busy, local, busiest) > 1
         if not force and busiest.kind != OVERLOADED:
             if busy:
-                self._balanced(e)
-                return
+                return False, 0
             if busiest.weight > 1 and local.idle <= busiest.idle + 1:
-                self._balanced(e)
-                return
+                return False, 0
             if busiest.nr == 1:
-                self._balanced(e)
-                return
+                return False, 0
         kind, imbalance = self._imbalance(lvl, busy, local, busiest, sds_avg)
         if imbalance <= 0:
-            self._balanced(e)
-            return
-        e.interval_ms = float(lvl.weight)  # an imbalance was found: back to min_interval
+            return False, 0
         moved = self._detach(e, dst, groups[e.group], groups[bi], kind, imbalance, nr, cpu_of, active, sim, moves)
-        if moved:
-            e.failed = 0
-            return
-        e.failed += 1
-        if kind == MIGRATE_TASK and e.failed > lvl.nice_tries + 2:
+        if moved or newidle:
+            return True, moved
+        if kind == MIGRATE_TASK and e.failed + 1 > lvl.nice_tries + 2:
             # active balance: push the running task of the busiest queue to dst
             src = self._busiest_queue(groups[bi], kind, imbalance, nr, excluded=set())
             if src is not None:
                 for t in self._queue(src, cpu_of, active):
                     if sim.allowed(t, dst):
                         self._do_move(t, src, dst, nr, cpu_of, moves)
-                        e.failed = 0
-                        break
-
-    def _balanced(self, e: _Entity) -> None:
-        w = self.levels[e.level].weight
-        e.interval_ms = min(e.interval_ms * 2, 2.0 * w)
+                        return True, 1
+        return True, 0
 
     def _sibling_imb(self, busy: bool, local: _Stats, busiest: _Stats) -> int:
         if busy or busiest.nr == 0:
