@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__
-from .errors import NumasimError
+from .errors import NumasimError, Problem, ScenarioError
 from .policies.base import available_policies
 from .results import RunResult
 from .runner import run
@@ -85,24 +85,33 @@ def _write_json(path: str, data: dict) -> None:
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise NumasimError(f"--json {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise NumasimError(f"--json {path}: cannot write in folder {folder}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, allow_nan=False)
             fh.write("\n")
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise NumasimError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
         raise
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
     scenario = load(args.scenario, args.set)
+    if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
+        raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
     if args.json:
         folder = Path(args.json).parent
         if str(folder) and not folder.is_dir():
             raise NumasimError(f"--json {args.json}: folder {folder} does not exist")
+        if Path(args.json).is_dir():
+            raise NumasimError(f"--json {args.json}: is a directory, expected a file name")
     labels = [v.label for v in scenario.variants]
     show = not args.quiet and err.is_terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} variants"),
@@ -181,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_machines(out)
         return _cmd_workloads(out)
     except NumasimError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        # soft_wrap: one message, not re-wrapped at the console width (it may be piped or grepped)
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("interrupted")

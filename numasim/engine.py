@@ -176,6 +176,12 @@ class SimView:
         s._integrate(np.arange(len(s.t_cpu)))
         return _ro(s.c_cpu)
 
+    def thread_runnable_time(self) -> NDArray[np.float64]:
+        """Time each thread has spent runnable (running or waiting for a CPU) so far, ns."""
+        s = self._sim
+        s._integrate(np.arange(len(s.t_cpu)))
+        return s.c_cpu + s.c_wait
+
 
 def _ro(a: NDArray) -> NDArray:
     v = a.view()
@@ -242,6 +248,7 @@ class Simulation:
         self.t_burst = np.full(nt, np.inf)  # CPU ns left in the current burst
         self.t_last = np.zeros(nt, dtype=np.int64)
         self.t_gen = np.zeros(nt, dtype=np.int64)
+        self.t_paused = np.zeros(nt, dtype=bool)
         prof = [pods[int(pi)].profile for pi in self.t_pod]
         self.p_compute = np.array([pr.cycles_per_op / machine.frequency_ghz for pr in prof])
         self.p_misses = np.array([pr.llc_misses_per_op for pr in prof])
@@ -407,6 +414,8 @@ class Simulation:
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
         for tid in pod.tids if prof.touch == "threads" else pod.tids[:1]:
             self._start_thread(tid)
+        if prof.pause_interval_ms is not None:
+            self.env.process(self._pauses(pod))
 
     def _start_thread(self, tid: int) -> None:
         cpu = int(self.policy.place(tid, self.view))
@@ -533,21 +542,42 @@ class Simulation:
         if self.t_burst[tid] > 1.0:
             self._reschedule(np.array([tid]))
             return
-        # The burst is over: the thread blocks.
+        # The burst is over: the thread blocks until another thread wakes it.
+        self._block(tid)
+        sleep = max(int(self.rng.exponential(self.p_sleep[tid])), 1)
+        ev = self.env.timeout(sleep)
+        ev.callbacks.append(lambda _e, t=tid: self._wake(t))
+
+    def _block(self, tid: int) -> None:
+        """Take a running thread off its runqueue; an idle CPU then asks the policy for work."""
         cpu = int(self.t_cpu[tid])
         self._integrate(self._on_cpus([cpu]))
         self._dequeue(tid)
         self.t_gen[tid] += 1
         self._update_cpus([cpu])
-        sleep = max(int(self.rng.exponential(self.p_sleep[tid])), 1)
-        ev = self.env.timeout(sleep)
-        ev.callbacks.append(lambda _e, t=tid: self._wake(t))
         if self.nr[cpu] == 0:
             for d in self.policy.idle(cpu, self.view):
                 self._apply(d)
 
+    def _pauses(self, pod: PodInstance):
+        """Stop-the-world pauses (a JVM's safepoints): every thread of the pod blocks at once."""
+        prof = pod.profile
+        while pod.status == "running":
+            yield self.env.timeout(max(int(self.rng.exponential(prof.pause_interval_ms * 1e6)), 1))
+            if pod.status != "running":
+                return
+            held = [t for t in pod.tids if self.t_phase[t] == WORK]
+            for tid in held:
+                self.t_paused[tid] = True
+                if self.t_active[tid]:
+                    self._block(tid)
+            yield self.env.timeout(max(int(self.rng.exponential(prof.pause_ms * 1e6)), 1))
+            for tid in held:
+                self.t_paused[tid] = False
+                self._wake(tid)
+
     def _wake(self, tid: int) -> None:
-        if self.t_phase[tid] != WORK or self.t_active[tid]:
+        if self.t_phase[tid] != WORK or self.t_active[tid] or self.t_paused[tid]:
             return
         waker = None
         if self.p_waker_pod[tid]:

@@ -66,11 +66,11 @@ class MachineSpec(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "MachineSpec":
         n = self.n_nodes
-        ways = [self.remote_latency_ns is not None, self.latency_ns is not None, self.slit is not None]
-        if n > 1 and sum(ways) != 1:
+        ways = [self.remote_latency_ns is not None, self.latency_ns is not None]
+        if n > 1 and (sum(ways) > 1 or (sum(ways) == 0 and self.slit is None)):
             raise ValueError(
-                "give exactly one of remote_latency_ns (with local_latency_ns), "
-                "latency_ns (an n_nodes x n_nodes matrix) or slit (with local_latency_ns)"
+                "give the remote latency as remote_latency_ns or as latency_ns (an n_nodes x n_nodes "
+                "matrix), not both; or give only slit, and latencies are local_latency_ns x slit / 10"
             )
         for name in ("latency_ns", "slit"):
             mat = getattr(self, name)
@@ -215,12 +215,12 @@ class Machine:
             latency = np.array([[local]])
         elif spec.latency_ns is not None:
             latency = np.asarray(spec.latency_ns, dtype=float)
-        elif spec.slit is not None:
-            latency = local * np.asarray(spec.slit, dtype=float) / 10.0
-        else:
-            assert spec.remote_latency_ns is not None
+        elif spec.remote_latency_ns is not None:
             latency = np.full((n, n), spec.remote_latency_ns)
             np.fill_diagonal(latency, local)
+        else:
+            assert spec.slit is not None
+            latency = local * np.asarray(spec.slit, dtype=float) / 10.0
         if spec.slit is not None:
             distance = np.asarray(spec.slit, dtype=np.int64)
         else:

@@ -215,11 +215,20 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
+# Names pydantic puts in an error's location for the member of a union that failed.
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "bytes", "none", "dict", "list", "tuple"})
+
+
+def _is_tag(part: Any) -> bool:
+    return isinstance(part, str) and ("[" in part or part.startswith("function-") or part in _UNION_TAGS)
+
+
 def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
     out: list[Problem] = []
     seen: set[str] = set()
+    last_union = False
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+        loc = tuple(p for p in err["loc"] if not _is_tag(p))
         path = _fmt_path(prefix + loc)
         kind = err["type"]
         inp = err.get("input")
@@ -236,9 +245,18 @@ def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) 
             if not isinstance(inp, (dict, list)) and "got" not in msg:
                 msg += f", got {inp!r}"
         key = f"{path}: {msg}"
-        if key not in seen:
-            seen.add(key)
+        if key in seen:
+            continue
+        seen.add(key)
+        union = len(loc) < len(err["loc"])
+        if union and last_union and out[-1].path == path and out[-1].message.startswith("Input should be ") \
+                and msg.startswith("Input should be "):
+            # Alternatives of one union ("a valid string" / "a valid dictionary"): say it once.
+            prev = out[-1].message.split(", got ")[0]
+            out[-1] = Problem(path, f"{prev} or {msg[len('Input should be '):]}")
+        else:
             out.append(Problem(path, msg))
+        last_union = union
     return out
 
 
@@ -267,10 +285,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             where = ".".join(parts[: i + 1])
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
-                    raise ScenarioError(
-                        Problem(where, f"no item {part!r}: the list has {len(node)} items (indices 0-{len(node) - 1})"),
-                        source="--set",
-                    )
+                    allowed = ("the list is empty" if not node else
+                               "the list has 1 item (index 0)" if len(node) == 1 else
+                               f"the list has {len(node)} items (indices 0-{len(node) - 1})")
+                    raise ScenarioError(Problem(where, f"no item {part!r}: {allowed}"), source="--set")
                 if last:
                     node[int(part)] = value
                 else:
@@ -297,6 +315,9 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scena
 
 def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     """Validate a scenario given as plain data (as parsed from YAML)."""
+    if data is None:
+        raise ScenarioError(Problem("", "the scenario is empty; it must be a mapping of keys "
+                                        "(name, machine, pods, policies, ...)"), source=source)
     if not isinstance(data, dict):
         raise ScenarioError(Problem("", f"a scenario must be a mapping of keys, got {type(data).__name__}"), source=source)
     if overrides:
@@ -381,7 +402,12 @@ def _resolve_machine(value: str | dict[str, Any], problems: list[Problem]) -> Ma
     except ValidationError as exc:
         problems.extend(_problems(exc, MachineSpec, ("machine",)))
         return None
-    return Machine.from_spec(spec)
+    try:
+        return Machine.from_spec(spec)
+    except RuntimeError as exc:  # scipy's curve_fit gives up on a curve of the wrong shape
+        problems.append(Problem("machine.loaded_latency", f"cannot fit a loaded-latency curve to these points ({exc}); "
+                                "give [GB/s, ns] points whose latency rises with bandwidth"))
+        return None
 
 
 def _resolve_profiles(spec: ScenarioSpec, problems: list[Problem]) -> dict[str, WorkloadProfile]:
@@ -400,7 +426,7 @@ def _resolve_profiles(spec: ScenarioSpec, problems: list[Problem]) -> dict[str, 
         except ValidationError as exc:
             problems.extend(_problems(exc, WorkloadProfile, ("workloads", key)))
     for i, pod in enumerate(spec.pods):
-        if pod.profile in profiles:
+        if pod.profile in profiles or pod.profile in spec.workloads:  # a broken profile is reported above
             continue
         if pod.profile in preset_names("workloads"):
             profiles[pod.profile] = WorkloadProfile.model_validate(load_preset("workloads", pod.profile))

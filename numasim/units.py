@@ -5,6 +5,7 @@ Inside numasim time is integer nanoseconds and memory is integer bytes.
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = ["parse_duration", "parse_size", "format_duration", "format_size", "NS_PER_S"]
@@ -62,10 +63,13 @@ def parse_duration(value: object) -> int:
         if value == 0:
             return 0
         raise ValueError(f"expected {DURATION_HELP}, got the bare number {value!r} (add a unit)")
+    _check_sign(value, "duration", DURATION_HELP)
     m = _NUMBER_UNIT.match(value)
     if not m or m.group(2) not in _DURATION_UNITS:
         raise ValueError(f"expected {DURATION_HELP}, got {value!r}")
     ns = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not math.isfinite(ns):
+        raise ValueError(f"expected {DURATION_HELP}, got {value!r}, which is too large")
     return int(round(ns))
 
 
@@ -77,10 +81,20 @@ def parse_size(value: object) -> int:
         if value == 0:
             return 0
         raise ValueError(f"expected {SIZE_HELP}, got the bare number {value!r} (add a unit)")
+    _check_sign(value, "size", SIZE_HELP)
     m = _NUMBER_UNIT.match(value)
     if not m or m.group(2).lower() not in _SIZE_UNITS:
         raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
-    return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]))
+    nbytes = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if not math.isfinite(nbytes):
+        raise ValueError(f"expected {SIZE_HELP}, got {value!r}, which is too large")
+    return int(round(nbytes))
+
+
+def _check_sign(value: str, what: str, help_text: str) -> None:
+    """Reject ``'-4GB'`` with a message that says why, not just that it did not parse."""
+    if value.strip().startswith("-"):
+        raise ValueError(f"a {what} cannot be negative, got {value!r}; expected {help_text}")
 
 
 def format_duration(ns: int) -> str:
@@ -88,11 +102,11 @@ def format_duration(ns: int) -> str:
     if ns % NS_PER_S == 0:
         return f"{ns // NS_PER_S}s"
     if ns >= NS_PER_S:
-        return f"{ns / NS_PER_S:g}s"
+        return f"{ns / NS_PER_S:.12g}s"
     if ns >= 1_000_000:
-        return f"{ns / 1e6:g}ms"
+        return f"{ns / 1e6:.12g}ms"
     if ns >= 1_000:
-        return f"{ns / 1e3:g}us"
+        return f"{ns / 1e3:.12g}us"
     return f"{ns}ns"
 
 

@@ -54,6 +54,11 @@ class WorkloadProfile(BaseModel):
     waker: Literal["pod", "timer"] = Field(
         default="pod", description="who wakes a blocked thread: another thread of its pod, or a timer on its own CPU"
     )
+    pause_interval_ms: float | None = Field(
+        default=None, gt=0,
+        description="mean time between stop-the-world pauses in which all of a pod's threads block at once (a JVM's GC safepoints); none: no pauses",
+    )
+    pause_ms: float = Field(default=20.0, gt=0, description="mean length of a stop-the-world pause")
     cache_footprint_mib: float = Field(
         default=1.0, ge=0, description="cache contents a thread must reload after it moves to another core"
     )

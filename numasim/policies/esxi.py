@@ -87,18 +87,36 @@ class ESXi(Policy):
         self.client_size = m.spec.cores_per_node * per_core
         self.node_capacity = np.array([m.spec.cores_per_node for _ in range(m.n_nodes)], dtype=float)
         self._next: int | None = None
+        self._last_tick = 0
+        self._last_runnable: dict[int, float] = {}
 
     def slice_ns(self, nr_running: int) -> int:
         return int(self.o.quantum)
 
     # ------------------------------------------------------------ loads
-    def _loads(self, sim: "SimView", clients=None) -> np.ndarray:
-        """CPU demand per node (runnable vCPUs of the clients homed there / cores)."""
-        active = sim.thread_active
-        demand = np.zeros(self.machine.n_nodes)
-        for c in clients if clients is not None else self.clients:
-            demand[c.home] += sum(1 for t in c.tids if active[t])
-        return demand / self.node_capacity
+    def _demand(self, sim: "SimView") -> dict[int, float]:
+        """Each client's CPU demand over the last period: its vCPUs' runnable time / period.
+
+        ESXi balances on CPU entitlement and consumption measured over the
+        period, not on an instantaneous count, so a pause or a short sleep does
+        not look like an imbalance.
+        """
+        runnable = sim.thread_runnable_time()
+        period = max(sim.now - self._last_tick, 1)
+        out = {}
+        for i, c in enumerate(self.clients):
+            now_t = float(sum(runnable[t] for t in c.tids))
+            out[i] = (now_t - self._last_runnable.get(i, 0.0)) / period
+            self._last_runnable[i] = now_t
+        self._last_tick = sim.now
+        return out
+
+    def _loads(self, demand: dict[int, float]) -> np.ndarray:
+        """CPU demand per node (vCPUs' demand of the clients homed there / cores)."""
+        loads = np.zeros(self.machine.n_nodes)
+        for i, c in enumerate(self.clients):
+            loads[c.home] += demand[i]
+        return loads / self.node_capacity
 
     def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
         m = self.machine
@@ -161,17 +179,18 @@ class ESXi(Policy):
         return float(loads.max() - loads.min())
 
     def _numa_rebalance(self, sim: "SimView") -> tuple[_Client, int] | None:
-        loads = self._loads(sim)
+        demand = self._demand(sim)
+        loads = self._loads(demand)
         spread = self._spread(loads)
-        movable = [c for c in self.clients if not c.wide and any(sim.thread_active[t] for t in c.tids)]
+        movable = [(i, c) for i, c in enumerate(self.clients) if not c.wide and demand[i] > 0]
         if spread > self.o.mig_imbalance_threshold:
             src, dst = int(np.argmax(loads)), int(np.argmin(loads))
             best = None
             mem = sim.pod_memory()
-            for c in movable:
+            for i, c in movable:
                 if c.home != src:
                     continue
-                n = sum(1 for t in c.tids if sim.thread_active[t])
+                n = demand[i]
                 new = loads.copy()
                 new[src] -= n / self.node_capacity[src]
                 new[dst] += n / self.node_capacity[dst]
@@ -184,7 +203,7 @@ class ESXi(Policy):
         # Locality migration: a client whose memory is mostly elsewhere goes to it,
         # if that keeps the nodes within the imbalance threshold.
         mem = sim.pod_memory()
-        for c in movable:
+        for i, c in movable:
             held = mem[c.pod].astype(float)
             if held.sum() <= 0:
                 continue
@@ -192,7 +211,7 @@ class ESXi(Policy):
             target = int(np.argmax(held))
             if local >= self.o.locality_threshold or target == c.home:
                 continue
-            n = sum(1 for t in c.tids if sim.thread_active[t])
+            n = demand[i]
             new = loads.copy()
             new[c.home] -= n / self.node_capacity[c.home]
             new[target] += n / self.node_capacity[target]

@@ -1,0 +1,46 @@
+"""Shared helpers for the tests: small scenarios built as plain data."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+import numasim
+
+SMALL_MACHINE: dict[str, Any] = {
+    "preset": "pacific-broadwell",
+    "cores_per_node": 4,
+    "memory_per_node": "16GiB",
+}
+
+
+def small_scenario(**over: Any) -> dict[str, Any]:
+    """A quick scenario: 2 nodes x 4 cores, two pods of 3 Java threads, 3 s simulated."""
+    data: dict[str, Any] = {
+        "name": "small",
+        "machine": copy.deepcopy(SMALL_MACHINE),
+        "workloads": {"java": {"base": "java-transactions", "touch_gbps": 8.0}},
+        "pods": [{"name": "app", "replicas": 2, "threads": 3, "memory": "2GiB", "profile": "java"}],
+        "duration": "3s",
+        "warmup": "1s",
+        "sample_interval": "250ms",
+        "policies": [
+            {"label": "cfs", "policy": "cfs"},
+            {"label": "numactl", "policy": "numactl"},
+            {"label": "esxi", "policy": "esxi"},
+            {"label": "taskset", "policy": "taskset", "options": {"cpus": ["0-7:2", "1-7:2"]}},
+        ],
+    }
+    data.update(over)
+    return data
+
+
+@pytest.fixture
+def small() -> dict[str, Any]:
+    return small_scenario()
+
+
+def run_small(data: dict[str, Any], **kw: Any) -> numasim.RunResult:
+    return numasim.run(numasim.from_dict(data), **kw)

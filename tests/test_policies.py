@@ -1,0 +1,116 @@
+"""Unit tests of the policies' mechanisms, against what the kernel / ESXi do."""
+
+import numpy as np
+import pytest
+
+import numasim
+from numasim.policies.base import available_policies, get_policy
+from numasim.policies.cfs import CFS, CFSOptions
+from numasim.policies.domains import build_levels
+from numasim.policies.numactl import NodePacker
+from numasim.scenario import machine_preset
+
+from .conftest import run_small, small_scenario
+
+PACIFIC = machine_preset("pacific-broadwell")
+SKYLAKE = machine_preset("skylake-8180")
+
+
+def test_registry_lists_builtins_and_rejects_unknown():
+    assert {"cfs", "esxi", "numactl", "taskset"} <= set(available_policies())
+    with pytest.raises(numasim.ScenarioError, match="known policies: .*cfs"):
+        get_policy("nope")
+
+
+def test_pacific_domains_follow_topology_c():
+    levels = build_levels(PACIFIC, CFSOptions().model_dump())
+    assert [lv.name for lv in levels] == ["MC", "NUMA-21"]
+    mc, numa = levels
+    assert mc.weight == 22 and mc.share_llc and not mc.numa
+    assert numa.weight == 44 and numa.numa and numa.fork and numa.wake_affine
+    # build_sched_domains: one LLC per socket -> PKG imb = 22 >> 3 = 2, carried to the NUMA level.
+    assert numa.imb_numa_nr == 2
+    assert len(numa.groups[0]) == 2 and sorted(numa.groups[0][0]) == sorted(PACIFIC.node_cpus[0])
+
+
+def test_smt_adds_a_level_and_far_numa_loses_fork_balancing():
+    levels = build_levels(SKYLAKE, CFSOptions().model_dump())
+    assert [lv.name for lv in levels][:2] == ["SMT", "MC"]
+    far = build_levels(SKYLAKE, CFSOptions(node_reclaim_distance=10).model_dump())
+    assert not far[-1].fork and not far[-1].wake_affine
+
+
+def _view(nr):
+    class V:
+        nr_running = np.asarray(nr)
+    return V()
+
+
+def test_fork_spreads_over_idle_nodes():
+    cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
+    nr = np.zeros(PACIFIC.n_cpus, dtype=int)
+    nodes = []
+    parent = 0
+    for _ in range(8):
+        cpu = cfs.find_dst_cpu(parent, nr, None)
+        nr[cpu] += 1
+        nodes.append(int(PACIFIC.cpu_node[cpu]))
+    # Each new thread takes an idle CPU, and the nodes stay within the allowed imbalance.
+    assert nr.max() == 1
+    assert abs(nodes.count(0) - nodes.count(1)) <= 2
+
+
+def test_fork_stays_local_when_loaded_within_imbalance_pct():
+    cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
+    nr = np.full(PACIFIC.n_cpus, 2)
+    nr[PACIFIC.node_cpus[0][0]] = 3  # node 0 slightly busier: 45 vs 44 tasks
+    cpu = cfs.find_dst_cpu(int(PACIFIC.node_cpus[0][1]), nr, None)
+    assert PACIFIC.cpu_node[cpu] == 0
+
+
+def test_cfs_slices_scale_with_cpus():
+    cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
+    # 6 ms x (1 + ilog2(8)) = 24 ms shared by 2 tasks; min granularity 3 ms beyond 8 tasks.
+    assert cfs.slice_ns(2) == 12_000_000
+    assert cfs.slice_ns(16) == 3_000_000
+
+
+def test_numactl_auto_packing_alternates_nodes():
+    packer = NodePacker(PACIFIC)
+    chosen = [packer.choose(8, 42 * 10**9) for _ in range(10)]
+    assert [c[0] for c in chosen] == [0, 1] * 5
+
+
+def test_numactl_auto_packing_takes_two_nodes_for_a_wide_pod():
+    packer = NodePacker(PACIFIC)
+    assert packer.choose(30, 10**9) == (0, 1)
+
+
+def test_taskset_cpulists_resolve_through_numbering():
+    data = small_scenario(policies=[{"label": "ts", "policy": "taskset", "options": {"cpus": ["0-3"]}}])
+    data["machine"]["cpu_numbering"] = "alternate"
+    res = run_small(data)
+    assert res.run("ts").pods[0].placement["nodes"] == [0, 1]
+    data["machine"]["cpu_numbering"] = "block"
+    res = run_small(data)
+    assert res.run("ts").pods[0].placement["nodes"] == [0]
+
+
+def test_esxi_splits_a_wide_vm_and_interleaves_its_memory():
+    data = small_scenario(
+        pods=[{"name": "wide", "threads": 6, "memory": "2GiB", "profile": "java"}],
+        policies=[{"label": "esxi", "policy": "esxi"}],
+    )
+    res = run_small(data)
+    pod = res.run("esxi").pods[0]
+    assert pod.placement["clients"] == 2 and sorted(pod.placement["homes"]) == [0, 1]
+    mem = pod.memory_per_node_bytes
+    assert mem[0] == pytest.approx(mem[1], rel=0.01)
+
+
+def test_esxi_keeps_each_pod_on_its_home_node():
+    res = run_small(small_scenario(policies=[{"label": "esxi", "policy": "esxi"}]))
+    run = res.run("esxi")
+    assert run.cross_node_migrations == 0
+    assert [p.placement["homes"] for p in run.pods] == [[0], [1]]
+    assert all(p.locality == pytest.approx(1.0) for p in run.pods)

@@ -1,0 +1,38 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from numasim.units import format_duration, parse_duration, parse_size
+
+
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [("500ms", 500_000_000), ("2s", 2_000_000_000), ("1.5min", 90_000_000_000), ("250us", 250_000), ("7ns", 7), ("0", 0)],
+)
+def test_parse_duration(text, ns):
+    assert parse_duration(text if text != "0" else 0) == ns
+
+
+@pytest.mark.parametrize(
+    ("text", "nbytes"),
+    [("42GB", 42 * 10**9), ("42GiB", 42 * 2**30), ("42Gi", 42 * 2**30), ("512Mi", 512 * 2**20), ("1.5KB", 1500)],
+)
+def test_parse_size(text, nbytes):
+    assert parse_size(text) == nbytes
+
+
+@pytest.mark.parametrize("bad", ["42", 42, "42 parsecs", "-3GB", "GB", True, None, [1]])
+def test_parse_size_rejects(bad):
+    with pytest.raises(ValueError, match="size with a unit"):
+        parse_size(bad)
+
+
+@pytest.mark.parametrize("bad", [5, "5", "5 fortnights", "ms", False])
+def test_parse_duration_rejects(bad):
+    with pytest.raises(ValueError, match="duration with a unit"):
+        parse_duration(bad)
+
+
+@given(st.integers(min_value=1, max_value=10**13))
+def test_duration_round_trip(ns):
+    assert parse_duration(format_duration(ns)) == pytest.approx(ns, rel=1e-6, abs=1)
