@@ -14,7 +14,7 @@ Every timing is repeated ``--repeat`` times; the best and the median are reporte
 
 Usage::
 
-    python benchmarks/bench.py [--repeat N] [--json FILE] [--scenario PATH]
+    python benchmarks/bench.py [--repeat N] [--json FILE] [--scenario PATH] [--policies L1,L2,...]
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ def simpy_baseline(n_events: int, repeat: int) -> dict[str, Any]:
     }
 
 
-def per_variant(scenario: numasim.Scenario, repeat: int) -> list[dict[str, Any]]:
+def per_variant(scenario: numasim.Scenario, labels: list[str], repeat: int) -> list[dict[str, Any]]:
     """Simulated events and rate solves per wall second of each variant, run serially."""
     rows: list[dict[str, Any]] = []
-    for v in scenario.variants:
+    for v in (scenario.variant(label) for label in labels):
         times, (metrics, _trace) = timed(lambda v=v: run_variant(scenario, v), repeat)
         s = summary(times)
         ev, solves = metrics.sim_events, metrics.rate_solves
@@ -99,10 +99,10 @@ def per_variant(scenario: numasim.Scenario, repeat: int) -> list[dict[str, Any]]
     return rows
 
 
-def full_run(scenario: numasim.Scenario, workers: int, repeat: int) -> dict[str, Any]:
-    """Wall time of ``numasim.run`` over all variants with ``workers`` processes (0 = one per CPU)."""
-    times, _ = timed(lambda: numasim.run(scenario, workers=workers), repeat)
-    return {"workers": workers, "variants": len(scenario.variants), **summary(times), "times_s": times}
+def full_run(scenario: numasim.Scenario, labels: list[str], workers: int, repeat: int) -> dict[str, Any]:
+    """Wall time of ``numasim.run`` over ``labels`` with ``workers`` processes (0 = one per CPU)."""
+    times, _ = timed(lambda: numasim.run(scenario, policies=labels, workers=workers), repeat)
+    return {"workers": workers, "variants": len(labels), **summary(times), "times_s": times}
 
 
 def cpu_model() -> str:
@@ -171,22 +171,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timings per measurement (default 3)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default pacific)")
+    ap.add_argument("--policies", metavar="L1,L2", help="variant labels to run (default: all in the scenario)")
     ap.add_argument("--simpy-events", type=int, default=200_000, help="events in the bare simpy loop")
     args = ap.parse_args(argv)
     repeat = max(1, args.repeat)
 
     scenario = numasim.load(args.scenario)
+    labels = args.policies.split(",") if args.policies else [v.label for v in scenario.variants]
     res: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "scenario": str(args.scenario),
+        "policies": labels,
         "repeat": repeat,
         "machine": machine(),
         "simpy_baseline": simpy_baseline(args.simpy_events, repeat),
-        "variants": per_variant(scenario, repeat),
+        "variants": per_variant(scenario, labels, repeat),
     }
     res["serial_sum_best_s"] = sum(r["best_s"] for r in res["variants"])
-    res["full_run_workers_0"] = full_run(scenario, 0, repeat)
-    res["full_run_workers_1"] = full_run(scenario, 1, repeat)
+    res["full_run_workers_0"] = full_run(scenario, labels, 0, repeat)
+    res["full_run_workers_1"] = full_run(scenario, labels, 1, repeat)
     res["target"] = {"seconds": TARGET_S, "met": res["full_run_workers_0"]["median_s"] < TARGET_S, "on": "median"}
     res["peak_memory"] = peak_memory_mb()
     res["loadavg_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None

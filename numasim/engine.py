@@ -307,7 +307,7 @@ class Simulation:
 
     @property
     def now(self) -> int:
-        return int(self.env.now)
+        return self.env.now  # an int: every timeout is a whole number of ns
 
     # ------------------------------------------------------------------ run
     def run(self) -> Trace:
@@ -427,7 +427,7 @@ class Simulation:
         self._integrate(self._on_cpus([cpu]))
         self._enqueue(tid, cpu)
         self.placements.append((self.now, tid, cpu))
-        self._update_cpus([cpu])
+        self._update_cpus([cpu], integrated=True)
         self._dirty = True
 
     def _draw_burst(self, tid: int) -> float:
@@ -489,7 +489,7 @@ class Simulation:
         self._dequeue(tid)
         self._charge_move(tid, old, cpu)
         self._enqueue(tid, cpu)
-        self._update_cpus([old, cpu])
+        self._update_cpus([old, cpu], integrated=True)
 
     def _charge_move(self, tid: int, old: int, cpu: int) -> None:
         """Record a move and charge the cache refill it costs."""
@@ -554,7 +554,7 @@ class Simulation:
         self._integrate(self._on_cpus([cpu]))
         self._dequeue(tid)
         self.t_gen[tid] += 1
-        self._update_cpus([cpu])
+        self._update_cpus([cpu], integrated=True)
         if self.nr[cpu] == 0:
             for d in self.policy.idle(cpu, self.view):
                 self._apply(d)
@@ -594,7 +594,7 @@ class Simulation:
             self._charge_move(tid, prev, cpu)
         self._enqueue(tid, cpu)
         self.t_burst[tid] = self._draw_burst(tid)
-        self._update_cpus([cpu])
+        self._update_cpus([cpu], integrated=True)
 
     # ------------------------------------------------------- page copying
     def _start_flow(self, d: MigratePages) -> None:
@@ -761,17 +761,22 @@ class Simulation:
             if reg.pod == pod.index:
                 self.memory.release(rid)
         self._flows.pop(pod.index, None)
-        self._update_cpus(cpus)
+        self._update_cpus(cpus, integrated=True)
         self._dirty = True
 
     # ------------------------------------------------------------- rates
-    def _update_cpus(self, cpus: list[int]) -> None:
-        """Recompute the CPU shares of the threads on ``cpus`` (after integrating them)."""
+    def _update_cpus(self, cpus: list[int], integrated: bool = False) -> None:
+        """Recompute the CPU shares of the threads on ``cpus``.
+
+        Their progress must be integrated up to now first: by the caller, before it
+        changed the runqueues (``integrated=True``), or here.
+        """
         if not cpus:
             return
         m = self.machine
         tids = self._on_cpus(cpus)
-        self._integrate(tids)
+        if not integrated:
+            self._integrate(tids)
         if tids.size == 0:
             return
         spec = m.spec

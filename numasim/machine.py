@@ -30,30 +30,32 @@ class MachineSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = "custom"
-    description: str = ""
-    sockets: int = Field(ge=1, le=64)
-    nodes_per_socket: int = Field(default=1, ge=1, le=16)
-    cores_per_node: int = Field(ge=1, le=1024)
-    smt: bool = False
-    threads_per_core: int = Field(default=2, ge=2, le=8)
-    smt_yield: float = Field(default=1.25, ge=1.0, le=2.0)
-    cpu_numbering: Literal["block", "alternate"] | list[Annotated[int, Field(ge=0)]] = "block"
-    frequency_ghz: PositiveFloat
-    memory_per_node: Size = Field(gt=0)
-    local_latency_ns: PositiveFloat
-    remote_latency_ns: PositiveFloat | None = None
-    latency_ns: list[list[PositiveFloat]] | None = None
-    slit: list[list[Annotated[int, Field(ge=10, le=254)]]] | None = None
-    memory_bandwidth_gbps: PositiveFloat
-    interconnect_gbps: PositiveFloat
-    same_socket_interconnect_gbps: PositiveFloat | None = None
-    loaded_latency: list[tuple[PositiveFloat, PositiveFloat]] = Field(min_length=2)
-    loaded_latency_peak_gbps: PositiveFloat
-    l2_kib: PositiveFloat = 256
-    llc_mib_per_socket: PositiveFloat = 32
-    context_switch_ns: Annotated[float, Field(ge=0)] = 2000
-    sources: dict[str, str] = Field(default_factory=dict)
+    name: str = Field(default="custom", description="a name for tables and reports")
+    description: str = Field(default="", description="free text")
+    sockets: int = Field(ge=1, le=64, description="CPU sockets")
+    nodes_per_socket: int = Field(default=1, ge=1, le=16, description="NUMA nodes per socket (2 or 4 model SNC / NPS)")
+    cores_per_node: int = Field(ge=1, le=1024, description="physical cores per NUMA node")
+    smt: bool = Field(default=False, description="hyperthreading on")
+    threads_per_core: int = Field(default=2, ge=2, le=8, description="hardware threads per core when smt is on")
+    smt_yield: float = Field(default=1.25, ge=1.0, le=2.0, description="throughput of a core running two threads, relative to one")
+    cpu_numbering: Literal["block", "alternate"] | list[Annotated[int, Field(ge=0)]] = Field(
+        default="block", description="OS CPU numbering: block, alternate, or the node of each OS CPU"
+    )
+    frequency_ghz: PositiveFloat = Field(description="core frequency, GHz")
+    memory_per_node: Size = Field(gt=0, description="DRAM per node, e.g. 256GiB")
+    local_latency_ns: PositiveFloat = Field(description="idle local DRAM latency, ns")
+    remote_latency_ns: PositiveFloat | None = Field(default=None, description="idle remote DRAM latency, ns (all remote nodes)")
+    latency_ns: list[list[PositiveFloat]] | None = Field(default=None, description="idle latency matrix, ns, CPU node x memory node")
+    slit: list[list[Annotated[int, Field(ge=10, le=254)]]] | None = Field(default=None, description="ACPI SLIT distances (numactl --hardware); latencies = local x slit / 10 if no latency is given")
+    memory_bandwidth_gbps: PositiveFloat = Field(description="read bandwidth of one node's memory, GB/s")
+    interconnect_gbps: PositiveFloat = Field(description="bandwidth between two sockets, per direction, GB/s")
+    same_socket_interconnect_gbps: PositiveFloat | None = Field(default=None, description="bandwidth between nodes of one socket (default: memory_bandwidth_gbps)")
+    loaded_latency: list[tuple[PositiveFloat, PositiveFloat]] = Field(min_length=2, description="measured [GB/s, ns] points of latency under load (Intel MLC)")
+    loaded_latency_peak_gbps: PositiveFloat = Field(description="the peak bandwidth of that measurement, GB/s")
+    l2_kib: PositiveFloat = Field(default=256, description="L2 cache per core, KiB")
+    llc_mib_per_socket: PositiveFloat = Field(default=32, description="last-level cache per socket, MiB")
+    context_switch_ns: float = Field(default=2000, ge=0, description="direct cost of a context switch, ns")
+    sources: dict[str, str] = Field(default_factory=dict, description="where each constant comes from")
 
     @property
     def n_nodes(self) -> int:
@@ -74,9 +76,9 @@ class MachineSpec(BaseModel):
             )
         for name in ("latency_ns", "slit"):
             mat = getattr(self, name)
-            if mat is not None and (len(mat) != n or any(len(row) != n for row in mat)):
+            if n > 1 and mat is not None and (len(mat) != n or any(len(row) != n for row in mat)):
                 raise ValueError(f"{name} must be a {n}x{n} matrix (one row per NUMA node)")
-        if self.slit is not None and any(self.slit[i][i] != 10 for i in range(n)):
+        if n > 1 and self.slit is not None and any(self.slit[i][i] != 10 for i in range(n)):
             raise ValueError("slit must have 10 on the diagonal (ACPI SLIT convention)")
         if isinstance(self.cpu_numbering, list):
             per_node = self.n_cpus // n
@@ -221,7 +223,7 @@ class Machine:
         else:
             assert spec.slit is not None
             latency = local * np.asarray(spec.slit, dtype=float) / 10.0
-        if spec.slit is not None:
+        if spec.slit is not None and n > 1:
             distance = np.asarray(spec.slit, dtype=np.int64)
         else:
             distance = np.rint(10.0 * latency / np.diag(latency)[:, None]).astype(np.int64)

@@ -115,9 +115,9 @@ class VariantSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    label: str | None = Field(default=None, min_length=1)
-    policy: str = Field(min_length=1)
-    options: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(default=None, min_length=1, description="name in tables (default: the policy name)")
+    policy: str = Field(min_length=1, description="a registered policy (numasim policies)")
+    options: dict[str, Any] = Field(default_factory=dict, description="the policy's options (see below)")
 
 
 class ScenarioSpec(BaseModel):
@@ -125,17 +125,21 @@ class ScenarioSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1)
-    description: str = ""
-    machine: str | dict[str, Any]
-    workloads: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    pods: list[PodSpec] = Field(min_length=1)
-    policies: list[VariantSpec] = Field(min_length=1)
-    baseline: str | None = None
-    duration: Duration = Field(default=parse_duration("60s"), gt=0)
-    warmup: Duration = Field(default=parse_duration("20s"), ge=0)
-    sample_interval: Duration = Field(default=parse_duration("1s"), gt=0)
-    seed: int = Field(default=1, ge=0, le=2**63 - 1)
+    name: str = Field(min_length=1, description="the scenario's name")
+    description: str = Field(default="", description="free text")
+    machine: str | dict[str, Any] = Field(
+        description="a machine preset name, {preset: NAME, field: value, ...}, or a full machine (see Machine)"
+    )
+    workloads: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="workload profiles by name: {base: PRESET, field: value, ...} or a full profile"
+    )
+    pods: list[PodSpec] = Field(min_length=1, description="the pods (see Pod)")
+    policies: list[VariantSpec] = Field(min_length=1, description="the policy variants to compare (see Policy variant)")
+    baseline: str | None = Field(default=None, description="label of the variant others are relative to (default: the first)")
+    duration: Duration = Field(default=parse_duration("60s"), gt=0, description="simulated time")
+    warmup: Duration = Field(default=parse_duration("20s"), ge=0, description="start of the measurement window")
+    sample_interval: Duration = Field(default=parse_duration("1s"), gt=0, description="interval of the time series")
+    seed: int = Field(default=1, ge=0, le=2**63 - 1, description="random seed")
 
 
 @dataclass(frozen=True)
@@ -264,7 +268,8 @@ def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Apply ``PATH=VALUE`` overrides (``machine.smt=true``, ``pods.0.replicas=4``).
 
-    VALUE is parsed as YAML (so ``true``, ``4``, ``[0, 1]`` and ``42GB`` work).
+    VALUE is parsed as YAML (so ``true``, ``4``, ``[0, 1]``, ``{policy: cfs}`` and
+    ``42GB`` work). An index equal to a list's length appends to it.
     A machine given by preset name is expanded to ``{preset: NAME}`` first so
     that its fields can be overridden.
     """
@@ -284,6 +289,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
             last = i == len(parts) - 1
             where = ".".join(parts[: i + 1])
             if isinstance(node, list):
+                if last and part.isdigit() and int(part) == len(node):
+                    node.append(value)  # PATH.N with N = length appends (e.g. a new policy variant)
+                    continue
                 if not part.isdigit() or int(part) >= len(node):
                     allowed = ("the list is empty" if not node else
                                "the list has 1 item (index 0)" if len(node) == 1 else

@@ -32,8 +32,8 @@ class WorkloadProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = "custom"
-    description: str = ""
+    name: str = Field(default="custom", description="a name for tables")
+    description: str = Field(default="", description="free text")
     cycles_per_op: float = Field(gt=0, description="core cycles per operation, DRAM stalls excluded")
     llc_misses_per_op: float = Field(ge=0, description="last-level cache misses served by DRAM per operation")
     mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: misses in flight at once")
@@ -62,7 +62,7 @@ class WorkloadProfile(BaseModel):
     cache_footprint_mib: float = Field(
         default=1.0, ge=0, description="cache contents a thread must reload after it moves to another core"
     )
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict, description="where each parameter comes from")
 
 
 class Resources(BaseModel):
@@ -70,8 +70,8 @@ class Resources(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cpu: float | None = Field(default=None, gt=0)
-    memory: Size | None = Field(default=None, gt=0)
+    cpu: float | None = Field(default=None, gt=0, description="CPUs")
+    memory: Size | None = Field(default=None, gt=0, description="memory, e.g. 4Gi")
 
 
 class PodSpec(BaseModel):
@@ -79,8 +79,8 @@ class PodSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    replicas: int = Field(default=1, ge=1, le=10_000)
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="pod name; replicas are NAME-0, NAME-1, ...")
+    replicas: int = Field(default=1, ge=1, le=10_000, description="identical pods")
     threads: int = Field(ge=1, le=4096, description="busy threads (JVM workers, vCPUs in use)")
     cpu_limit: float | None = Field(default=None, gt=0, description="CPUs; defaults to threads")
     memory: Size = Field(gt=0, description="memory the pod touches, e.g. '42GB'")

@@ -33,7 +33,7 @@ def small_scenario(**over: Any) -> dict[str, Any]:
             {"label": "taskset", "policy": "taskset", "options": {"cpus": ["0-7:2", "1-7:2"]}},
         ],
     }
-    data.update(over)
+    data.update(copy.deepcopy(over))
     return data
 
 

@@ -40,19 +40,19 @@ MIGRATE_LOAD, MIGRATE_UTIL, MIGRATE_TASK = "load", "util", "task"
 class CFSOptions(PolicyOptions):
     """Tunables of the CFS model; defaults and sources in presets/policies/cfs.yaml."""
 
-    hz: int = Field(default=_D["hz"], ge=100, le=1000)
-    sched_latency_ms: float = Field(default=_D["sched_latency_ms"], gt=0)
-    min_granularity_ms: float = Field(default=_D["min_granularity_ms"], gt=0)
-    eevdf: bool = _D["eevdf"]
-    base_slice_ms: float = Field(default=_D["base_slice_ms"], gt=0)
-    busy_factor: int = Field(default=_D["busy_factor"], ge=1, le=64)
-    imbalance_pct_smt: int = Field(default=_D["imbalance_pct_smt"], ge=100, le=200)
-    imbalance_pct_mc: int = Field(default=_D["imbalance_pct_mc"], ge=100, le=200)
-    imbalance_pct_numa: int = Field(default=_D["imbalance_pct_numa"], ge=100, le=200)
-    cache_nice_tries_mc: int = Field(default=_D["cache_nice_tries_mc"], ge=0, le=10)
-    cache_nice_tries_numa: int = Field(default=_D["cache_nice_tries_numa"], ge=0, le=10)
-    numa_imbalance_min: int = Field(default=_D["numa_imbalance_min"], ge=0, le=64)
-    node_reclaim_distance: int = Field(default=_D["node_reclaim_distance"], ge=10, le=255)
+    hz: int = Field(default=_D["hz"], description="timer frequency (balance intervals are counted in jiffies)", ge=100, le=1000)
+    sched_latency_ms: float = Field(default=_D["sched_latency_ms"], description="CFS target latency before scaling by 1 + ilog2(min(ncpus, 8))", gt=0)
+    min_granularity_ms: float = Field(default=_D["min_granularity_ms"], description="CFS minimum slice before scaling", gt=0)
+    eevdf: bool = Field(default=_D["eevdf"], description="use EEVDF's base slice (kernel 6.6+) instead of CFS's slices")
+    base_slice_ms: float = Field(default=_D["base_slice_ms"], description="EEVDF base slice before scaling", gt=0)
+    busy_factor: int = Field(default=_D["busy_factor"], description="balance interval multiplier when the CPU is busy", ge=1, le=64)
+    imbalance_pct_smt: int = Field(default=_D["imbalance_pct_smt"], description="imbalance_pct of the SMT level", ge=100, le=200)
+    imbalance_pct_mc: int = Field(default=_D["imbalance_pct_mc"], description="imbalance_pct of the LLC level", ge=100, le=200)
+    imbalance_pct_numa: int = Field(default=_D["imbalance_pct_numa"], description="imbalance_pct of NUMA levels", ge=100, le=200)
+    cache_nice_tries_mc: int = Field(default=_D["cache_nice_tries_mc"], description="failed balances tolerated before cache-hot tasks move (LLC level)", ge=0, le=10)
+    cache_nice_tries_numa: int = Field(default=_D["cache_nice_tries_numa"], description="the same at NUMA levels", ge=0, le=10)
+    numa_imbalance_min: int = Field(default=_D["numa_imbalance_min"], description="NUMA imbalance (tasks) always tolerated while the destination is lightly loaded", ge=0, le=64)
+    node_reclaim_distance: int = Field(default=_D["node_reclaim_distance"], description="NUMA levels farther than this lose fork balancing and wake_affine", ge=10, le=255)
 
 
 @dataclass

@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, StrictInt, model_validator
 
 from ..errors import Problem
 from .base import Admission, MemPolicy, register
@@ -27,16 +27,20 @@ if TYPE_CHECKING:
 
 __all__ = ["Numactl", "NumactlOptions", "NodePacker"]
 
-NodeLists = list[list[int]]
+NodeLists = list[list[StrictInt]]
 
 
 class NumactlOptions(CFSOptions):
     """Which nodes each pod is bound to; see the module docstring."""
 
-    cpunodebind: Literal["auto"] | NodeLists | None = "auto"
-    membind: Literal["auto"] | NodeLists | None = "auto"
-    preferred: Literal["auto"] | list[int] | None = None
-    interleave: Literal["all", "auto"] | NodeLists | None = None
+    cpunodebind: Literal["auto"] | NodeLists | None = Field(
+        default="auto", description="--cpunodebind: 'auto', or node lists cycled over the pods ([[0], [1]]); null: none")
+    membind: Literal["auto"] | NodeLists | None = Field(
+        default="auto", description="--membind: 'auto' (the cpunodebind nodes), or node lists; null: none")
+    preferred: Literal["auto"] | list[StrictInt] | None = Field(
+        default=None, description="--preferred: 'auto' or a node per pod, cycled")
+    interleave: Literal["all", "auto"] | NodeLists | None = Field(
+        default=None, description="--interleave: 'all', 'auto' or node lists")
 
     @model_validator(mode="before")
     @classmethod

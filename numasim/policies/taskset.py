@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, StrictInt
 
 from ..errors import Problem
 from ..machine import parse_cpulist
@@ -29,8 +29,10 @@ __all__ = ["Taskset", "TasksetOptions"]
 class TasksetOptions(CFSOptions):
     """The cpulists and when they take effect."""
 
-    cpus: list[str | int | list[int]] = Field(min_length=1)
-    at: Annotated[int, BeforeValidator(parse_duration)] = Field(default=0, ge=0)
+    cpus: list[str | StrictInt | list[StrictInt]] = Field(
+        min_length=1, description="cpulists of OS CPU ids ('0-7', '0-42:2'), cycled over the pods in arrival order")
+    at: Annotated[int, BeforeValidator(parse_duration)] = Field(
+        default=0, ge=0, description="when the affinity takes effect (0s: at start)")
 
 
 @register

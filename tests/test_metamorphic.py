@@ -1,0 +1,62 @@
+"""Metamorphic relations: change an input in a known direction, check the output moves that way."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import run_small, small_scenario
+
+OVERCOMMITTED = dict(
+    pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "java"}],
+    duration="8s",
+    warmup="3s",
+    policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}],
+)
+
+
+def test_one_socket_means_all_memory_is_local():
+    data = small_scenario()
+    data["machine"].update(sockets=1, cores_per_node=8)
+    res = run_small(data)
+    for run in res.runs:
+        assert run.locality == pytest.approx(1.0), run.label
+        assert run.cross_node_migrations == 0
+
+
+@pytest.mark.parametrize("profile", ["cpu-bound"])
+def test_without_memory_traffic_policies_tie(profile):
+    data = small_scenario(**{**OVERCOMMITTED, "policies": small_scenario()["policies"]})
+    data["pods"][0]["profile"] = profile
+    res = run_small(data)
+    for run in res.runs:
+        assert res.relative(run.label) == pytest.approx(1.0, abs=0.02), run.label
+        assert run.locality is None  # no DRAM traffic, no locality to speak of
+
+
+def _gain(**machine) -> float:
+    data = small_scenario(**OVERCOMMITTED)
+    data["machine"].update(machine)
+    res = run_small(data)
+    assert res.run("cfs").locality < 0.9  # CFS spreads the pods over both nodes
+    return res.relative("numactl")
+
+
+def test_higher_remote_latency_raises_the_numactl_gain():
+    low, high = _gain(remote_latency_ns=110.0), _gain(remote_latency_ns=220.0)
+    assert high > low + 0.02
+
+
+def test_more_memory_intensity_raises_the_numactl_gain():
+    gains = []
+    for misses in (500, 3000):
+        data = small_scenario(**OVERCOMMITTED)
+        data["workloads"]["java"]["llc_misses_per_op"] = misses
+        gains.append(run_small(data).relative("numactl"))
+    assert gains[1] > gains[0] + 0.02
+
+
+def test_a_smaller_interconnect_hurts_cfs_not_numactl():
+    wide, narrow = (run_small({**small_scenario(**OVERCOMMITTED), "machine": {**small_scenario()["machine"], "interconnect_gbps": g}})
+                    for g in (30.3, 0.5))
+    assert narrow.run("cfs").throughput < wide.run("cfs").throughput * 0.99
+    assert narrow.run("numactl").throughput == pytest.approx(wide.run("numactl").throughput, rel=0.005)
