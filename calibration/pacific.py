@@ -55,7 +55,7 @@ def main() -> None:
     seeds = list(range(1, args.seeds + 1))
     with ProcessPoolExecutor() as pool:
         f = lambda m: ratio(pool, "numactl", seeds, m, 0.0) - 1.17  # noqa: E731
-        misses = brentq(f, 300.0, 9000.0, xtol=5.0)
+        misses = brentq(f, 1000.0, 12000.0, xtol=10.0)
         print(f"java-transactions llc_misses_per_op = {misses:.0f}  (numactl/cfs = {f(misses) + 1.17:.4f})")
         g = lambda x: ratio(pool, "esxi", seeds, misses, x) - 1.08  # noqa: E731
         over = brentq(g, 0.0, 1.0, xtol=0.002)

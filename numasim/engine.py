@@ -49,7 +49,7 @@ __all__ = ["Simulation", "SimView", "PodInstance", "Trace"]
 
 NEW, TOUCH, WORK, DEAD = 0, 1, 2, 3
 MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
-REFRESH_NS = 10_000_000  # the latency fixed point follows small load changes within 10 ms
+REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes within 25 ms
 
 
 @dataclass
@@ -155,8 +155,8 @@ class SimView:
         return _ro(self._sim.nr)
 
     def runqueue(self, cpu: int) -> list[int]:
-        s = self._sim
-        return [int(t) for t in np.flatnonzero((s.t_cpu == cpu) & s.t_active)]
+        """Threads queued on ``cpu``, in the order they arrived there."""
+        return list(self._sim.rq[cpu])
 
     def pod_memory(self) -> NDArray[np.int64]:
         """Bytes per pod (rows, by pod index) and node (columns)."""

@@ -76,6 +76,8 @@ class PolicyError(NumasimError):
         self.time_ns = time_ns
         self.decision = decision
         self.reason = reason
-        super().__init__(
-            f"policy {policy!r} at t={time_ns / 1e9:.6f}s: {reason} (decision: {decision!r})"
-        )
+        # args are the constructor's, so that simpy can re-raise a copy of the error.
+        super().__init__(policy, time_ns, decision, reason)
+
+    def __str__(self) -> str:
+        return f"policy {self.policy!r} at t={self.time_ns / 1e9:.6f}s: {self.reason} (decision: {self.decision!r})"

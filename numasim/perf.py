@@ -77,7 +77,7 @@ def solve_rates(
     node_bandwidth: NDArray[np.float64],
     link_bandwidth: NDArray[np.float64],
     curve: LoadedLatencyCurve,
-    tol: float = 1e-9,
+    tol: float = 1e-7,
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
     y0: NDArray[np.float64] | None = None,

@@ -194,7 +194,7 @@ class CFS(Policy):
             return prev
         llc = self._llc_cpus[self._llc_span_of[target]]
         # SIS_UTIL: the busier the LLC, the fewer CPUs are scanned.
-        x = SCALE * float((nr[llc] > 0).mean())
+        x = SCALE * np.count_nonzero(nr[llc]) / len(llc)
         y = SCALE - x * x * self.o.imbalance_pct_mc**2 / (10000 * SCALE)
         budget = int(len(llc) * max(y, 0.0) / SCALE)
         if budget > 0:
@@ -217,11 +217,28 @@ class CFS(Policy):
 
     def idle(self, cpu: int, sim: "SimView") -> list[Decision]:
         """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first."""
+        nr = sim.nr_running
+        if nr.max() <= 1:
+            return []  # no runqueue is overloaded (rd->overloaded is clear)
+        lvl = self.levels[0]
+        if not self.machine.smt and not lvl.numa:
+            # Lowest level, groups of one CPU: sched_balance_rq finds the CPU with the most
+            # tasks (overloaded), computes migrate_task with an imbalance of one task, and
+            # pulls one task that may run here.
+            span = lvl.spans[int(lvl.span_of[cpu])]
+            counts = nr[span]
+            if counts.max() >= 2:
+                src = int(span[int(np.argmax(counts))])
+                queue = sim.runqueue(src)
+                current = queue[int(self.rng.integers(len(queue)))]
+                others = [t for t in queue if t != current]
+                self.rng.shuffle(others)
+                for t in others:
+                    if sim.allowed(t, cpu):
+                        return [Move(t, cpu)]
         cpu_of = np.array(sim.thread_cpu)
         active = np.array(sim.thread_active)
         nr = np.bincount(cpu_of[active], minlength=self.machine.n_cpus)
-        if nr.max() <= 1:
-            return []  # no runqueue is overloaded (rd->overloaded is clear)
         moves: dict[int, int] = {}
         for li, lvl in enumerate(self.levels):
             si = int(lvl.span_of[cpu])

@@ -1,0 +1,131 @@
+"""The engine carries out, checks and charges policy decisions; results have one schema."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import numasim
+import numasim.cli
+from numasim import Admission, Move, Policy, PolicyError, register
+from numasim.policies import base
+
+from .conftest import run_small, small_scenario
+
+
+@register
+class _OutsideAffinity(Policy):
+    """A buggy policy: pins every thread to CPU 0, then moves one to CPU 1."""
+
+    name = "test-outside-affinity"
+
+    def admit(self, pod, sim):
+        return Admission(affinity=tuple(frozenset({0}) for _ in pod.tids))
+
+    def place(self, tid, sim):
+        return 0
+
+    def next_tick(self, now):
+        return now + 10_000_000
+
+    def tick(self, sim):
+        active = np.flatnonzero(sim.thread_active)
+        return [Move(int(active[0]), 1)] if active.size else []
+
+
+@register
+class _Rejects(Policy):
+    name = "test-rejects-second"
+
+    def admit(self, pod, sim):
+        if pod.index == 1:
+            return Admission(accepted=False, reason="TopologyAffinityError: test")
+        return Admission()
+
+    def place(self, tid, sim):
+        return int(np.argmin(sim.nr_running))
+
+
+def test_a_decision_outside_the_affinity_raises_policy_error():
+    data = small_scenario(policies=[{"label": "bad", "policy": "test-outside-affinity"}])
+    with pytest.raises(PolicyError, match=r"test-outside-affinity.*may not run on CPU 1"):
+        run_small(data)
+
+
+def test_a_rejected_pod_never_runs_and_is_reported():
+    res = run_small(small_scenario(policies=[{"label": "r", "policy": "test-rejects-second"}]))
+    pods = res.run("r").pods
+    assert [p.status for p in pods] == ["running", "rejected"]
+    assert pods[1].reason.startswith("TopologyAffinityError")
+    assert pods[1].throughput == 0 and pods[1].cpu_seconds == 0
+    assert any(e[1] == "rejected" for e in res.run("r").events)
+
+
+def test_policies_from_entry_points_are_found(monkeypatch):
+    class EP:
+        name = "from-plugin"
+
+        def load(self):
+            class Plugin(Policy):
+                name = "from-plugin"
+
+                def place(self, tid, sim):
+                    return 0
+
+            return Plugin
+
+    monkeypatch.setattr(base, "entry_points", lambda group: [EP()] if group == "numasim.policies" else [])
+    monkeypatch.setattr(base, "_ENTRY_POINTS_LOADED", False)
+    assert "from-plugin" in base.available_policies()
+    base._REGISTRY.pop("from-plugin", None)
+
+
+def test_bind_beyond_a_node_kills_the_pod_with_a_reason():
+    data = small_scenario(
+        pods=[{"name": "big", "threads": 2, "memory": "20GiB", "profile": "java"}],
+        policies=[{"label": "bind", "policy": "numactl", "options": {"cpunodebind": [[0]], "membind": [[0]]}}],
+    )
+    pod = run_small(data).run("bind").pods[0]
+    assert pod.status == "failed" and "out of memory" in pod.reason
+
+
+def test_first_touch_spills_to_the_other_node_when_full():
+    data = small_scenario(
+        pods=[{"name": "big", "threads": 2, "memory": "20GiB", "profile": "java"}],
+        policies=[{"label": "ts", "policy": "taskset", "options": {"cpus": ["0-7:2"]}}],  # node 0
+    )
+    pod = run_small(data).run("ts").pods[0]
+    assert pod.status == "running"
+    assert pod.memory_per_node_bytes[0] == 16 * 2**30 and pod.memory_per_node_bytes[1] > 0
+
+
+def test_json_schema_contract(tmp_path):
+    res = run_small(small_scenario())
+    doc = json.loads(json.dumps(res.to_json()))
+    assert doc["schema"] == "numasim.result/1"
+    assert set(doc) >= {"scenario", "baseline", "runs"}
+    for run in doc["runs"]:
+        assert set(run) >= {"label", "policy", "throughput", "relative_throughput", "locality", "pods", "timeseries"}
+        for pod in run["pods"]:
+            assert set(pod) >= {"name", "throughput", "locality"}
+        assert len(run["timeseries"]["time_s"]) == len(run["timeseries"]["throughput"])
+    base_run = next(r for r in doc["runs"] if r["label"] == doc["baseline"])
+    assert base_run["relative_throughput"] == 1.0
+    frame = res.to_frame()
+    assert list(frame["label"]) == [r["label"] for r in doc["runs"]]
+    assert len(res.pods_frame()) == sum(len(r["pods"]) for r in doc["runs"])
+
+
+def test_cli_writes_json_and_prints_a_table(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(small_scenario()), encoding="utf-8")
+    out = tmp_path / "out.json"
+    assert numasim.cli.main(["run", str(path), "--json", str(out), "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    for label in ("cfs", "numactl", "esxi", "taskset"):
+        assert label in text
+    assert json.loads(out.read_text())["runs"][0]["label"] == "cfs"
