@@ -21,11 +21,11 @@ SCENARIO = "scenarios/pacific.yaml"
 LABELS = ("cfs", "numactl", "esxi", "taskset-naive", "taskset-late")
 W = "workloads.java-transactions"
 VARIATIONS: list[tuple[str, str, list[str]]] = [
-    ("burst_ms", "50", ["20", "100"]),
-    ("sleep_ms", "5", ["2", "10"]),
+    ("burst_ms", "10", ["5", "20"]),
+    ("sleep_ms", "1", ["0.5", "5"]),
     ("pause_interval_ms", "1000", ["500", "2000"]),
     ("pause_ms", "20", ["10", "40"]),
-    ("touch_gbps", "1.0", ["0.5", "2.0"]),
+    ("touch_gbps", "2.0", ["1.0", "4.0"]),
     ("mlp", "2.0", ["1.5", "3.0"]),
     ("shared_fraction", "0.95", ["0.8", "1.0"]),
     ("cache_footprint_mib", "2.0", ["1.0", "4.0"]),

@@ -49,6 +49,7 @@ __all__ = ["Simulation", "SimView", "PodInstance", "Trace"]
 
 NEW, TOUCH, WORK, DEAD = 0, 1, 2, 3
 MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
+TOUCH_MLP = 16.0  # first-touch writes stream like STREAM's stores (the stream preset's mlp)
 REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes within 25 ms
 
 
@@ -287,6 +288,8 @@ class Simulation:
         self.r_local = np.ones(nt)
         self.r_latency = np.zeros(nt)
         self._lmat = machine.latency.copy()
+        self.r_node_load = np.zeros(n)  # bytes/ns on each memory node at the last solve
+        self.r_link_load = np.zeros((n, n))
         self._x = np.ones(n)
         self._y = np.ones((n, n))
         self._dirty = False
@@ -680,7 +683,7 @@ class Simulation:
         if touching.any():
             for tid, w in zip(tids[touching], work[touching]):
                 if w > 0:
-                    self._touch(int(tid), w * self.p_touch[tid])
+                    self._touch(int(tid), w * LINE / self.r_tau[tid])
 
     def _integrate_one(self, tid: int) -> None:
         """:meth:`_integrate` for one thread, in scalar arithmetic (most events touch 1-3 threads)."""
@@ -713,7 +716,7 @@ class Simulation:
                 self.c_miss_local[tid] += miss * float(self.r_local[tid])
                 self.c_miss_node[tid] += miss * self.r_access[tid]
         elif phase == TOUCH and work > 0.0:
-            self._touch(tid, work * float(self.p_touch[tid]))
+            self._touch(tid, work * LINE / float(self.r_tau[tid]))
 
     def _touch(self, tid: int, nbytes: float) -> None:
         plan = self.t_touch_plan[tid]
@@ -822,7 +825,7 @@ class Simulation:
             cap, share = self.r_cap[tid], self.r_share[tid]
             if self.t_phase[tid] == TOUCH:
                 left = sum(p[1] for p in self.t_touch_plan[tid])
-                eta = (self.t_debt[tid] + left / self.p_touch[tid]) / cap if cap > 0 else np.inf
+                eta = (self.t_debt[tid] + left * self.r_tau[tid] / LINE) / cap if cap > 0 else np.inf
             else:
                 eta = self.t_burst[tid] / share if share > 0 else np.inf
             if not np.isfinite(eta):
@@ -874,17 +877,54 @@ class Simulation:
         sf = self.p_shared[tids][:, None]
         return sf * shared + (1.0 - sf) * private
 
+    def _touch_target(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Where the pages a touching thread allocates go (rows sum to 1), by memory policy."""
+        m = self.machine
+        out = np.zeros((tids.size, m.n_nodes))
+        for i, tid in enumerate(tids):
+            node = int(m.cpu_node[self.t_cpu[tid]])
+            mp = self.pods[int(self.t_pod[tid])].mempolicy
+            if mp.kind == "interleave":
+                out[i, list(mp.nodes)] = 1.0 / len(mp.nodes)
+            elif mp.kind == "preferred" and mp.nodes:
+                out[i, mp.nodes[0]] = 1.0
+            elif mp.kind == "bind":
+                out[i, node if node in mp.nodes else min(mp.nodes, key=lambda n: m.distance[node, n])] = 1.0
+            else:
+                out[i, node] = 1.0
+        return out
+
+    def _phase_params(self, tids: NDArray[np.int64]):
+        """Per-operation parameters of ``tids``: compute ns, misses, stall scale and access rows.
+
+        A working thread's operation is its workload's; a thread touching its memory
+        at start-up writes one cache line per operation, as a streaming store that
+        overlaps ``TOUCH_MLP`` misses, so first touch also queues for bandwidth.
+        """
+        compute = self.p_compute[tids].copy()
+        misses = self.p_misses[tids].copy()
+        stall = self.p_stall[tids].copy()
+        acc = self._access(tids)
+        touching = self.t_phase[tids] == TOUCH
+        if touching.any():
+            tt = tids[touching]
+            compute[touching] = LINE / self.p_touch[tt]
+            misses[touching] = 1.0
+            stall[touching] = 1.0 / TOUCH_MLP
+            acc[touching] = self._touch_target(tt)
+        return compute, misses, stall, acc
+
     def _set_tau(self, tids: NDArray[np.int64]) -> None:
         """Time per operation of ``tids`` at the current loaded latencies."""
         if tids.size == 0:
             return
-        acc = self._access(tids)
+        compute, misses, stall, acc = self._phase_params(tids)
         nodes = self.machine.cpu_node[self.t_cpu[tids]]
         lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
         self.r_access[tids] = acc
         self.r_local[tids] = acc[np.arange(tids.size), nodes]
         self.r_latency[tids] = lat
-        self.r_tau[tids] = self.p_compute[tids] + self.p_misses[tids] * lat * self.p_stall[tids]
+        self.r_tau[tids] = compute + misses * lat * stall
 
     def _solve(self) -> None:
         """Solve the loaded-latency fixed point for all threads and reset their times per op."""
@@ -895,29 +935,26 @@ class Simulation:
         self._last_solve = self.now
         if alive.size == 0:
             return
-        self._set_tau(alive)
         act = alive[self.t_active[alive]]
-        nodes = m.cpu_node[self.t_cpu[act]]
-        touching = self.t_phase[act] == TOUCH
+        compute, misses, stall, acc = self._phase_params(act)
         extra_node = np.zeros(m.n_nodes)
-        np.add.at(extra_node, nodes[touching], self.r_cap[act[touching]] * self.p_touch[act[touching]])
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
         for flow in self._flows.values():
             self._flow_traffic(flow, extra_node, extra_link)
-        run = act[~touching]
         inp = RateInputs(
-            cpu_node=nodes[~touching],
-            capacity=self.r_cap[run],
-            compute_ns=self.p_compute[run],
-            misses=self.p_misses[run],
-            stall_scale=self.p_stall[run],
-            access=self.r_access[run],
+            cpu_node=m.cpu_node[self.t_cpu[act]],
+            capacity=self.r_cap[act],
+            compute_ns=compute,
+            misses=misses,
+            stall_scale=stall,
+            access=acc,
             extra_node=extra_node,
             extra_link=extra_link,
         )
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.link_bandwidth, m.curve, x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
+        self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self._set_tau(alive)
 
     def _flow_traffic(self, flow: dict, node: NDArray, link: NDArray) -> None:
@@ -951,6 +988,8 @@ class Simulation:
             "thread_cpu": self.t_cpu,
             "thread_active": self.t_active,
             "thread_local": self.r_local,
+            "node_load": self.r_node_load,
+            "link_load": self.r_link_load,
         }
         for k, v in snap.items():
             self._samples.setdefault(k, []).append(np.array(v, copy=True))

@@ -24,6 +24,7 @@ def scenarios(draw):
     machine = {
         "preset": "skylake-8180", "sockets": sockets, "nodes_per_socket": nps, "cores_per_node": cores,
         "smt": smt, "cpu_numbering": numbering, "memory_per_node": "4GiB",
+        "memory_bandwidth_gbps": draw(st.floats(2.0, 120.0)), "interconnect_gbps": draw(st.floats(1.0, 60.0)),
         "slit": [[10 if i == j else (11 if i // nps == j // nps else 21) for j in range(sockets * nps)] for i in range(sockets * nps)],
     }
     pods = []
@@ -71,6 +72,10 @@ def test_invariants(data):
     # CPU time used <= capacity, per thread and in all.
     assert np.all(s["cpu"] <= t[:, None] * (1 + 1e-9) + 1e-6)
     assert np.all(s["cpu"].sum(axis=1) <= m.n_cpus * t * (1 + 1e-9) + 1e-6)
+    # No memory controller or link carries more than its bandwidth.
+    assert np.all(s["node_load"] <= m.node_bandwidth[None, :] * 1.01)
+    off = ~np.eye(m.n_nodes, dtype=bool)
+    assert np.all(s["link_load"][:, off] <= m.link_bandwidth[off][None, :] * 1.01)
     # Pages per node never exceed the node's memory.
     assert np.all(s["pod_memory"].sum(axis=1) <= m.node_memory[None, :])
     # 0 <= locality <= 1.
