@@ -29,7 +29,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable, Generator
+from typing import Any
 
 import numpy as np
 import simpy
@@ -61,7 +62,7 @@ def summary(times: list[float]) -> dict[str, float]:
 def simpy_baseline(n_events: int, repeat: int) -> dict[str, Any]:
     """Events per second of a bare simpy process yielding ``env.timeout(1)`` ``n_events`` times."""
 
-    def loop(env: simpy.Environment):  # type: ignore[no-untyped-def]
+    def loop(env: simpy.Environment) -> Generator[simpy.Event, None, None]:
         for _ in range(n_events):
             yield env.timeout(1)
 

@@ -22,7 +22,7 @@ from . import __version__
 from .errors import NumasimError, Problem, ScenarioError
 from .policies.base import available_policies
 from .results import RunResult
-from .runner import run
+from .runner import run, select_variants
 from .scenario import load, load_preset, machine_preset, preset_names
 
 __all__ = ["main"]
@@ -59,18 +59,21 @@ def _fmt(x: float | None, spec: str) -> str:
 
 def _table(result: RunResult) -> Table:
     t = Table(title=f"{result.scenario['name']} on {result.scenario['machine']} "
-                    f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']})")
+                    f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']}"
+                    + (f", mean ± sd of {result.scenario['replications']} seeds" if result.scenario["replications"] > 1 else "")
+                    + ")")
     for col, just in (("policy", "left"), ("ops/s", "right"), ("relative", "right"), ("locality", "right"),
                       ("migrations", "right"), ("cross-node", "right"), ("CPU util", "right"), ("rejected", "right")):
         t.add_column(col, justify=just)
     for r in result.runs:
         rel = result.relative(r.label)
+        sd = result.spread(r.label)
         rejected = sum(p.status in ("rejected", "failed") for p in r.pods)
         t.add_row(
             r.label + ("  (baseline)" if r.label == result.baseline else ""),
             f"{r.throughput:,.0f}",
-            _fmt(rel, ".3f"),
-            _fmt(r.locality, ".3f"),
+            _fmt(rel, ".3f") + (f" ± {sd['relative_throughput_sd']:.3f}" if sd["relative_throughput_sd"] else ""),
+            _fmt(r.locality, ".3f") + (f" ± {sd['locality_sd']:.3f}" if sd["locality_sd"] else ""),
             f"{r.migrations:,}",
             f"{r.cross_node_migrations:,}",
             f"{r.cpu_utilisation:.0%}",
@@ -112,11 +115,11 @@ def _cmd_run(args, out: Console, err: Console) -> int:
             raise NumasimError(f"--json {args.json}: folder {folder} does not exist")
         if Path(args.json).is_dir():
             raise NumasimError(f"--json {args.json}: is a directory, expected a file name")
-    labels = [v.label for v in scenario.variants]
+    total = len(select_variants(scenario, args.policy)) * scenario.spec.replications
     show = not args.quiet and err.is_terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} variants"),
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
                   TimeElapsedColumn(), console=err, transient=True, disable=not show) as progress:
-        task = progress.add_task(f"simulating {scenario.name}", total=len(args.policy or labels))
+        task = progress.add_task(f"simulating {scenario.name}", total=total)
         result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
                      workers=args.workers, on_done=lambda _l: progress.advance(task))
     out.print(_table(result))

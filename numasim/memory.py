@@ -1,15 +1,17 @@
 """Page placement per pod and node: first touch, bind, preferred, interleave, migration.
 
-Memory is tracked in bytes per *region* and node. A pod has one shared region
-(used by all its threads) and one private region per thread. Allocation
-follows the region's memory policy at the moment of the first touch; node
-capacity is never exceeded (the kernel falls back to the nearest node with
-free memory for ``local`` and ``preferred``, and fails for ``bind``).
+Memory is tracked in chunks of ``CHUNK`` bytes (2 MiB, a transparent huge page)
+per *region*: a pod has one shared region (used by all its threads) and one
+private region per thread. A chunk gets its node when it is first touched,
+according to the region's memory policy at that moment; node capacity is never
+exceeded (the kernel falls back to the nearest node with free memory for
+``local`` and ``preferred``, and fails for ``bind``). Chunks keep what NUMA
+balancing needs: the thread and node of the last hinting fault on them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,9 +19,10 @@ from numpy.typing import NDArray
 from .machine import Machine
 from .policies.base import MemPolicy
 
-__all__ = ["Memory", "AllocationFailure", "PAGE"]
+__all__ = ["Memory", "AllocationFailure", "CHUNK", "PAGE"]
 
 PAGE = 4096
+CHUNK = 2 * 2**20
 
 
 class AllocationFailure(Exception):
@@ -34,13 +37,26 @@ class AllocationFailure(Exception):
 
 @dataclass
 class Region:
+    """A pod's shared memory or one thread's private memory, in chunks."""
+
     pod: int
     owner: int  # thread id, or -1 for the pod's shared region
     size: int
+    touched: int = 0  # bytes first-touched so far (chunks fill in order)
+    node: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: untouched
+    last_tid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: no fault yet
+    last_nid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.node)
+
+    def chunk_bytes(self, i: int) -> int:
+        return min(CHUNK, self.size - i * CHUNK)
 
 
 class Memory:
-    """Bytes placed per region and node, with per-node capacity.
+    """Chunks placed per region and node, with per-node capacity.
 
     Parameters
     ----------
@@ -53,7 +69,8 @@ class Memory:
         self.capacity = machine.node_memory.astype(np.int64)
         self.used = np.zeros(machine.n_nodes, dtype=np.int64)
         self.regions: list[Region] = []
-        self._placed = np.zeros((0, machine.n_nodes), dtype=np.int64)  # regions x nodes
+        self._placed = np.zeros((0, machine.n_nodes), dtype=np.int64)  # bytes, regions x nodes
+        self._region_pod = np.zeros(0, dtype=np.int64)
         # Nodes in order of distance from each node (the kernel's zonelist order).
         self._by_distance = [
             [int(j) for j in np.lexsort((np.arange(machine.n_nodes), machine.distance[i]))]
@@ -61,9 +78,13 @@ class Memory:
         ]
 
     def add_region(self, pod: int, owner: int, size: int) -> int:
-        self.regions.append(Region(pod, owner, int(size)))
+        n = -(-int(size) // CHUNK)
+        self.regions.append(Region(
+            pod, owner, int(size), 0,
+            np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+        ))
         self._placed = np.vstack([self._placed, np.zeros((1, self.machine.n_nodes), dtype=np.int64)])
-        self._region_pod = np.array([r.pod for r in self.regions], dtype=np.int64)
+        self._region_pod = np.append(self._region_pod, pod)
         return len(self.regions) - 1
 
     def placed(self, rid: int) -> NDArray[np.int64]:
@@ -85,76 +106,83 @@ class Memory:
         total = self._placed.sum(axis=1, keepdims=True)
         return np.divide(self._placed, total, out=np.zeros(self._placed.shape), where=total > 0)
 
-    def access_fractions(self, rid: int, cpu_node: int) -> NDArray[np.float64]:
-        """Share of accesses to region ``rid`` served by each node.
+    def _order(self, policy: MemPolicy, cpu_node: int, index: int) -> list[int]:
+        """Nodes to try, in order, for chunk ``index`` touched from ``cpu_node``."""
+        if policy.kind == "interleave" and policy.nodes:
+            first = policy.nodes[index % len(policy.nodes)]
+            return [first] + [n for n in self._by_distance[first] if n != first]
+        if policy.kind == "bind":
+            return [n for n in self._by_distance[cpu_node] if n in policy.nodes]
+        if policy.kind == "preferred" and policy.nodes:
+            first = policy.nodes[0]
+            return [first] + [n for n in self._by_distance[first] if n != first]
+        return self._by_distance[cpu_node]
 
-        Accesses are spread over the region's placed pages in proportion to
-        bytes; memory not yet touched is allocated locally when first used,
-        so an empty region counts as local.
-        """
-        placed = self._placed[rid]
-        total = placed.sum()
-        if total <= 0:
-            out = np.zeros(self.machine.n_nodes)
-            out[cpu_node] = 1.0
-            return out
-        return placed / total
+    def _set_node(self, rid: int, i: int, node: int) -> None:
+        reg = self.regions[rid]
+        size = reg.chunk_bytes(i)
+        old = int(reg.node[i])
+        if old >= 0:
+            self._placed[rid, old] -= size
+            self.used[old] -= size
+        reg.node[i] = node
+        self._placed[rid, node] += size
+        self.used[node] += size
 
-    def _put(self, rid: int, node: int, nbytes: int) -> int:
-        take = int(min(nbytes, self.capacity[node] - self.used[node]))
-        if take > 0:
-            self._placed[rid][node] += take
-            self.used[node] += take
-        return max(take, 0)
+    def allocate(self, rid: int, nbytes: int, cpu_node: int, policy: MemPolicy) -> int:
+        """First-touch the next ``nbytes`` of region ``rid`` from a thread on ``cpu_node``.
 
-    def allocate(self, rid: int, nbytes: int, cpu_node: int, policy: MemPolicy) -> NDArray[np.int64]:
-        """First-touch ``nbytes`` of region ``rid`` from a thread on ``cpu_node``.
-
-        Returns the bytes placed per node.
+        A chunk is placed when its first byte is touched. Returns the bytes of the
+        region touched so far.
 
         Raises
         ------
         AllocationFailure
             When a ``bind`` policy's nodes are full, or the whole machine is.
         """
-        before = self._placed[rid].copy()
-        left = int(nbytes)
-        if policy.kind == "interleave" and policy.nodes:
-            nodes = list(policy.nodes)
-            share = left // len(nodes)
-            for i, node in enumerate(nodes):
-                want = share + (1 if i < left - share * len(nodes) else 0)
-                left -= self._put(rid, node, want)
-            order = [n for n in self._by_distance[cpu_node]]
-        elif policy.kind == "bind":
-            order = [n for n in self._by_distance[cpu_node] if n in policy.nodes]
-        elif policy.kind == "preferred" and policy.nodes:
-            first = policy.nodes[0]
-            order = [first] + [n for n in self._by_distance[first] if n != first]
-        else:
-            order = self._by_distance[cpu_node]
-        for node in order:
-            if left <= 0:
-                break
-            left -= self._put(rid, node, left)
-        if left > 0:
-            raise AllocationFailure(rid, tuple(order), left)
-        return self._placed[rid] - before
+        reg = self.regions[rid]
+        end = min(reg.size, reg.touched + int(nbytes))
+        first = -(-reg.touched // CHUNK)  # chunks whose first byte lies in (touched, end]
+        last = -(-end // CHUNK)
+        for i in range(first, last):
+            size = reg.chunk_bytes(i)
+            order = self._order(policy, cpu_node, i)
+            for node in order:
+                if self.capacity[node] - self.used[node] >= size:
+                    self._set_node(rid, i, node)
+                    break
+            else:
+                raise AllocationFailure(rid, tuple(order), size)
+        reg.touched = end
+        return end
 
     def migrate(self, rid: int, src: int, dst: int, nbytes: int) -> int:
-        """Move up to ``nbytes`` of region ``rid`` from ``src`` to ``dst``; return bytes moved."""
-        if src == dst:
+        """Move up to ``nbytes`` of region ``rid`` from ``src`` to ``dst``, whole chunks in order; return bytes moved."""
+        if src == dst or nbytes <= 0:
             return 0
-        amount = int(min(nbytes, self._placed[rid][src], self.capacity[dst] - self.used[dst]))
-        if amount <= 0:
+        reg = self.regions[rid]
+        moved = 0
+        for i in np.flatnonzero(reg.node == src):
+            size = reg.chunk_bytes(int(i))
+            if moved + size > nbytes and moved > 0:
+                break
+            if self.capacity[dst] - self.used[dst] < size:
+                break
+            self._set_node(rid, int(i), dst)
+            moved += size
+        return moved
+
+    def move_chunk(self, rid: int, i: int, dst: int) -> int:
+        """Move chunk ``i`` of region ``rid`` to ``dst`` if there is room; return bytes moved."""
+        reg = self.regions[rid]
+        size = reg.chunk_bytes(i)
+        if reg.node[i] == dst or reg.node[i] < 0 or self.capacity[dst] - self.used[dst] < size:
             return 0
-        self._placed[rid][src] -= amount
-        self._placed[rid][dst] += amount
-        self.used[src] -= amount
-        self.used[dst] += amount
-        return amount
+        self._set_node(rid, i, dst)
+        return size
 
     def release(self, rid: int) -> None:
         """Free all of region ``rid`` (its pod ended or was killed)."""
         self.used -= self._placed[rid]
         self._placed[rid, :] = 0
+        self.regions[rid].node[:] = -1

@@ -14,7 +14,7 @@ import numpy as np
 
 from .engine import Trace
 
-__all__ = ["PodMetrics", "Metrics", "summarize"]
+__all__ = ["PodMetrics", "Metrics", "summarize", "combine"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,60 @@ class Metrics:
     window_s: tuple[float, float]
     sim_events: int
     rate_solves: int
+    seeds: list[int] = field(default_factory=list)
+    replicates: list[dict[str, float | None]] = field(default_factory=list)
+
+
+def _mean(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
+    """Average replications of one variant (different seeds) into one :class:`Metrics`.
+
+    Scalars and per-pod values are means over the replications; ``replicates``
+    keeps each seed's throughput and locality, from which the spread is derived.
+    """
+    first = runs[0]
+    pods = []
+    for i, pod in enumerate(first.pods):
+        rows = [r.pods[i] for r in runs]
+        pods.append(PodMetrics(
+            name=pod.name, group=pod.group,
+            status=pod.status if all(p.status == pod.status for p in rows) else "mixed",
+            reason=pod.reason,
+            throughput=float(np.mean([p.throughput for p in rows])),
+            locality=_mean([p.locality for p in rows]),
+            cpu_seconds=float(np.mean([p.cpu_seconds for p in rows])),
+            runqueue_wait=_mean([p.runqueue_wait for p in rows]),
+            migrations=int(round(np.mean([p.migrations for p in rows]))),
+            cross_node_migrations=int(round(np.mean([p.cross_node_migrations for p in rows]))),
+            pages_migrated_bytes=int(round(np.mean([p.pages_migrated_bytes for p in rows]))),
+            memory_per_node_bytes=pod.memory_per_node_bytes,
+            placement=pod.placement,
+        ))
+    series = {}
+    for key, values in first.timeseries.items():
+        if key == "time_s":
+            series[key] = values
+        else:
+            cols = list(zip(*[r.timeseries[key] for r in runs]))
+            series[key] = [_mean(list(c)) for c in cols]
+    return Metrics(
+        label=first.label, policy=first.policy,
+        throughput=float(np.mean([r.throughput for r in runs])),
+        locality=_mean([r.locality for r in runs]),
+        cpu_utilisation=float(np.mean([r.cpu_utilisation for r in runs])),
+        runqueue_wait=_mean([r.runqueue_wait for r in runs]),
+        migrations=int(round(np.mean([r.migrations for r in runs]))),
+        cross_node_migrations=int(round(np.mean([r.cross_node_migrations for r in runs]))),
+        pages_migrated_bytes=int(round(np.mean([r.pages_migrated_bytes for r in runs]))),
+        pods=pods, timeseries=series, events=first.events, window_s=first.window_s,
+        sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
+        seeds=list(seeds),
+        replicates=[{"seed": sd, "throughput": r.throughput, "locality": r.locality} for sd, r in zip(seeds, runs)],
+    )
 
 
 def _ratio(num: float, den: float) -> float | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .engine import Trace
 from .metrics import Metrics
 
@@ -38,11 +40,37 @@ class RunResult:
         raise KeyError(f"no run labelled {label!r}; labels: {', '.join(r.label for r in self.runs)}")
 
     def relative(self, label: str) -> float | None:
-        """Throughput of ``label`` relative to the baseline run (``None`` without a baseline)."""
+        """Throughput of ``label`` relative to the baseline run (``None`` without a baseline).
+
+        With replications, the mean over seeds of the ratio to the baseline's run
+        with the same seed (common random numbers).
+        """
+        ratios = self.relative_replicates(label)
+        return float(np.mean(ratios)) if ratios else None
+
+    def relative_replicates(self, label: str) -> list[float]:
+        """Per-seed throughput of ``label`` relative to the baseline with the same seed."""
         base = next((r for r in self.runs if r.label == self.baseline), None)
-        if base is None or base.throughput <= 0:
-            return None
-        return self.run(label).throughput / base.throughput
+        if base is None:
+            return []
+        run = self.run(label)
+        if not run.replicates:
+            return [run.throughput / base.throughput] if base.throughput > 0 else []
+        b = {x["seed"]: x["throughput"] for x in base.replicates}
+        return [x["throughput"] / b[x["seed"]] for x in run.replicates if b.get(x["seed"], 0) > 0]
+
+    def spread(self, label: str) -> dict[str, float | None]:
+        """Standard deviations over replications (``None`` with a single replication)."""
+        run = self.run(label)
+        if len(run.replicates) < 2:
+            return {"throughput_sd": None, "relative_throughput_sd": None, "locality_sd": None}
+        loc = [x["locality"] for x in run.replicates if x["locality"] is not None]
+        rel = self.relative_replicates(label)
+        return {
+            "throughput_sd": float(np.std([x["throughput"] for x in run.replicates], ddof=1)),
+            "relative_throughput_sd": float(np.std(rel, ddof=1)) if len(rel) > 1 else None,
+            "locality_sd": float(np.std(loc, ddof=1)) if len(loc) > 1 else None,
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The results as JSON-ready data (schema ``numasim.result/1``)."""
@@ -50,6 +78,7 @@ class RunResult:
         for r in self.runs:
             d = asdict(r)
             d["relative_throughput"] = self.relative(r.label)
+            d["spread"] = self.spread(r.label)
             d["window_s"] = list(r.window_s)
             d["events"] = [{"time_s": t, "kind": k, "text": x} for t, k, x in r.events]
             runs.append(d)
@@ -67,6 +96,7 @@ class RunResult:
                 "throughput": r.throughput,
                 "relative_throughput": self.relative(r.label),
                 "locality": r.locality,
+                **self.spread(r.label),
                 "cpu_utilisation": r.cpu_utilisation,
                 "runqueue_wait": r.runqueue_wait,
                 "migrations": r.migrations,

@@ -10,12 +10,12 @@ import numpy as np
 
 from .engine import PodInstance, Simulation, Trace
 from .errors import Problem, ScenarioError
-from .metrics import Metrics, summarize
+from .metrics import Metrics, combine, summarize
 from .results import RunResult
 from .scenario import Scenario, Variant
 from .units import parse_duration
 
-__all__ = ["run", "run_variant", "build_pods"]
+__all__ = ["run", "run_variant", "build_pods", "select_variants"]
 
 
 def build_pods(scenario: Scenario) -> list[PodInstance]:
@@ -55,6 +55,21 @@ def run_variant(
     return summarize(trace, variant.label), trace
 
 
+def select_variants(scenario: Scenario, policies: list[str] | None) -> list[Variant]:
+    """The variants named by label or policy name (all if none), plus the baseline."""
+    variants = list(scenario.variants)
+    if not policies:
+        return variants
+    chosen = [v for v in variants if v.label in policies or v.policy.name in policies]
+    unknown = [p for p in policies if not any(p in (v.label, v.policy.name) for v in variants)]
+    if unknown:
+        labels = ", ".join(v.label for v in variants)
+        raise ScenarioError(Problem("--policy", f"no variant {unknown[0]!r} in this scenario; labels: {labels}"))
+    if not any(v.label == scenario.baseline for v in chosen):
+        chosen.insert(0, scenario.variant(scenario.baseline))
+    return chosen
+
+
 def _worker(args):
     scenario, label, seed, duration = args
     return run_variant(scenario, scenario.variant(label), seed, duration)
@@ -84,18 +99,9 @@ def run(
     workers
         Processes to run variants in; ``0`` means one per CPU.
     on_done
-        Called with each variant's label when it finishes.
+        Called with a variant's label each time one of its replications finishes.
     """
-    variants = list(scenario.variants)
-    if policies:
-        chosen = [v for v in variants if v.label in policies or v.policy.name in policies]
-        unknown = [p for p in policies if not any(p in (v.label, v.policy.name) for v in variants)]
-        if unknown:
-            labels = ", ".join(v.label for v in variants)
-            raise ScenarioError(Problem("--policy", f"no variant {unknown[0]!r} in this scenario; labels: {labels}"))
-        if not any(v.label == scenario.baseline for v in chosen):
-            chosen.insert(0, scenario.variant(scenario.baseline))
-        variants = chosen
+    variants = select_variants(scenario, policies)
     dur_ns = None
     if duration is not None:
         try:
@@ -108,20 +114,27 @@ def run(
             ))
     if workers == 0:
         workers = os.cpu_count() or 1
-    workers = max(1, min(workers, len(variants)))
-    results: dict[str, tuple[Metrics, Trace]] = {}
+    base_seed = scenario.spec.seed if seed is None else seed
+    seeds = [base_seed + k for k in range(scenario.spec.replications)]
+    jobs = [(v.label, sd) for v in variants for sd in seeds]
+    done: dict[tuple[str, int], tuple[Metrics, Trace]] = {}
+    workers = max(1, min(workers, len(jobs)))
     if workers == 1 or not _picklable(variants):
-        for v in variants:
-            results[v.label] = run_variant(scenario, v, seed, dur_ns)
+        for label, sd in jobs:
+            done[(label, sd)] = run_variant(scenario, scenario.variant(label), sd, dur_ns)
             if on_done:
-                on_done(v.label)
+                on_done(label)
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {v.label: pool.submit(_worker, (scenario, v.label, seed, dur_ns)) for v in variants}
-            for label, fut in futures.items():
-                results[label] = fut.result()
+            futures = {job: pool.submit(_worker, (scenario, job[0], job[1], dur_ns)) for job in jobs}
+            for job, fut in futures.items():
+                done[job] = fut.result()
                 if on_done:
-                    on_done(label)
+                    on_done(job[0])
+    results: dict[str, tuple[Metrics, Trace]] = {}
+    for v in variants:
+        runs = [done[(v.label, sd)][0] for sd in seeds]
+        results[v.label] = (combine(runs, seeds), done[(v.label, seeds[0])][1])
     spec = scenario.spec
     meta = {
         "name": spec.name,
@@ -129,6 +142,7 @@ def run(
         "source": scenario.source,
         "machine": scenario.machine.name,
         "seed": spec.seed if seed is None else seed,
+        "replications": spec.replications,
         "duration_s": (dur_ns or spec.duration) / 1e9,
         "warmup_s": spec.warmup / 1e9,
     }

@@ -140,6 +140,10 @@ class ScenarioSpec(BaseModel):
     warmup: Duration = Field(default=parse_duration("20s"), ge=0, description="start of the measurement window")
     sample_interval: Duration = Field(default=parse_duration("1s"), gt=0, description="interval of the time series")
     seed: int = Field(default=1, ge=0, le=2**63 - 1, description="random seed")
+    replications: int = Field(
+        default=1, ge=1, le=1000,
+        description="runs per variant, with seeds seed, seed+1, ...; results are their means, relative throughput pairs equal seeds",
+    )
 
 
 @dataclass(frozen=True)
