@@ -103,7 +103,9 @@ def per_variant(scenario: numasim.Scenario, labels: list[str], repeat: int) -> l
 def full_run(scenario: numasim.Scenario, labels: list[str], workers: int, repeat: int) -> dict[str, Any]:
     """Wall time of ``numasim.run`` over ``labels`` with ``workers`` processes (0 = one per CPU)."""
     times, _ = timed(lambda: numasim.run(scenario, policies=labels, workers=workers), repeat)
-    return {"workers": workers, "variants": len(labels), **summary(times), "times_s": times}
+    reps = int(getattr(scenario.spec, "replications", 1))  # seeds per variant, if the scenario asks for several
+    return {"workers": workers, "variants": len(labels), "replications": reps, "simulations": len(labels) * reps,
+            **summary(times), "times_s": times}
 
 
 def cpu_model() -> str:
@@ -158,7 +160,7 @@ def report(res: dict[str, Any]) -> None:
     print(f"{'sum':<31}{tot:>9.2f}\n")
     for key in ("full_run_workers_0", "full_run_workers_1"):
         f = res[key]
-        print(f"numasim.run(workers={f['workers']}): {f['variants']} variants, "
+        print(f"numasim.run(workers={f['workers']}): {f['variants']} variants x {f['replications']} replications, "
               f"{f['best_s']:.2f} / {f['median_s']:.2f} s")
     t = res["target"]
     print(f"target: full comparison < {t['seconds']:.0f} s with workers=0 (median) -> {'met' if t['met'] else 'NOT met'}")
