@@ -35,10 +35,12 @@ from .memory import PAGE, AllocationFailure, Memory
 from .perf import LINE, RateInputs, refill_ns, solve_rates
 from .policies.base import (
     Admission,
+    Charge,
     Decision,
     MemPolicy,
     MigratePages,
     Move,
+    MoveChunks,
     Policy,
     SetAffinity,
     SetMemPolicy,
@@ -171,6 +173,19 @@ class SimView:
         """Share of each thread's DRAM misses served by its own node (current rates)."""
         return _ro(self._sim.r_local)
 
+    @property
+    def thread_miss_rate(self) -> NDArray[np.float64]:
+        """DRAM misses per ns each thread makes at its current rate (0 when not running)."""
+        s = self._sim
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(s.t_phase == WORK, s.r_cap / s.r_tau, 0.0)
+        return np.nan_to_num(rate) * s.p_misses
+
+    def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
+        """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
+        mem = self._sim.memory
+        return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.pod == pod]
+
     def thread_cpu_time(self) -> NDArray[np.float64]:
         """CPU time consumed by each thread so far, ns."""
         s = self._sim
@@ -277,6 +292,9 @@ class Simulation:
         self.c_moves = np.zeros(nt, dtype=np.int64)
         self.c_xmoves = np.zeros(nt, dtype=np.int64)
         self.c_wakeups = np.zeros(nt, dtype=np.int64)
+        self.c_faults = np.zeros(nt, dtype=np.int64)
+        self.c_numa_moves = np.zeros(nt, dtype=np.int64)
+        self.c_kernel_ns = np.zeros(nt)
         self.c_cpu_busy = np.zeros(machine.n_cpus)
         self.c_pages_moved = np.zeros(len(pods))
 
@@ -463,7 +481,18 @@ class Simulation:
     # ----------------------------------------------------------- decisions
     def _apply(self, d: Decision) -> None:
         if isinstance(d, Move):
+            if d.numa and self.t_active[d.tid] and self.t_cpu[d.tid] != d.cpu:
+                self.c_numa_moves[d.tid] += 1
             self._move(d.tid, int(d.cpu), d)
+        elif isinstance(d, MoveChunks):
+            self._move_chunks(d)
+        elif isinstance(d, Charge):
+            if not 0 <= d.tid < len(self.t_cpu) or d.ns < 0:
+                raise PolicyError(self.policy.name, self.now, d, "bad thread or negative time")
+            self._integrate(np.array([d.tid]))
+            self.t_debt[d.tid] += d.ns
+            self.c_faults[d.tid] += d.faults
+            self.c_kernel_ns[d.tid] += d.ns
         elif isinstance(d, SetAffinity):
             self._check_cpus(d.cpus, d)
             for tid in d.tids:
@@ -598,6 +627,25 @@ class Simulation:
         self._enqueue(tid, cpu)
         self.t_burst[tid] = self._draw_burst(tid)
         self._update_cpus([cpu], integrated=True)
+
+    def _move_chunks(self, d: MoveChunks) -> None:
+        if not 0 <= d.region < len(self.memory.regions) or not 0 <= d.dst < self.machine.n_nodes or d.copy_gbps <= 0:
+            raise PolicyError(self.policy.name, self.now, d, "bad region, node or copy rate")
+        reg = self.memory.regions[d.region]
+        moved = 0
+        for i in d.chunks:
+            src = int(reg.node[i])
+            got = self.memory.move_chunk(d.region, int(i), d.dst)
+            if got:
+                moved += got
+                self.page_moves.append((self.now, reg.pod, src, d.dst, got))
+        if moved:
+            self.c_pages_moved[reg.pod] += moved
+            self._integrate(np.array([d.tid]))
+            cost = moved / d.copy_gbps
+            self.t_debt[d.tid] += cost
+            self.c_kernel_ns[d.tid] += cost
+            self._dirty = True
 
     # ------------------------------------------------------- page copying
     def _start_flow(self, d: MigratePages) -> None:
@@ -982,6 +1030,9 @@ class Simulation:
             "moves": self.c_moves,
             "xmoves": self.c_xmoves,
             "wakeups": self.c_wakeups,
+            "faults": self.c_faults,
+            "numa_moves": self.c_numa_moves,
+            "kernel": self.c_kernel_ns,
             "cpu_busy": self.c_cpu_busy,
             "pages_moved": self.c_pages_moved,
             "pod_memory": self.memory.pod_bytes(len(self.pods)),

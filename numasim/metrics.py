@@ -49,6 +49,9 @@ class Metrics:
     migrations: int
     cross_node_migrations: int
     pages_migrated_bytes: int
+    hinting_faults: int
+    numa_task_moves: int
+    kernel_cpu_seconds: float
     pods: list[PodMetrics]
     timeseries: dict[str, list]
     events: list[tuple[float, str, str]]
@@ -104,6 +107,9 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         migrations=int(round(np.mean([r.migrations for r in runs]))),
         cross_node_migrations=int(round(np.mean([r.cross_node_migrations for r in runs]))),
         pages_migrated_bytes=int(round(np.mean([r.pages_migrated_bytes for r in runs]))),
+        hinting_faults=int(round(np.mean([r.hinting_faults for r in runs]))),
+        numa_task_moves=int(round(np.mean([r.numa_task_moves for r in runs]))),
+        kernel_cpu_seconds=float(np.mean([r.kernel_cpu_seconds for r in runs])),
         pods=pods, timeseries=series, events=first.events, window_s=first.window_s,
         sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
         seeds=list(seeds),
@@ -165,6 +171,8 @@ def summarize(trace: Trace, label: str) -> Metrics:
         "locality": [None if np.isnan(x) else float(x) for x in loc],
         "cross_node_migrations": [int(x) for x in np.diff(s["xmoves"].sum(axis=1))],
         "pages_migrated_bytes": [int(x) for x in np.diff(s["pages_moved"].sum(axis=1))],
+        "hinting_faults": [int(x) for x in np.diff(s["faults"].sum(axis=1))],
+        "numa_task_moves": [int(x) for x in np.diff(s["numa_moves"].sum(axis=1))],
     }
     ncpu = trace.machine.n_cpus
     return Metrics(
@@ -177,6 +185,9 @@ def summarize(trace: Trace, label: str) -> Metrics:
         migrations=int(moves.sum()),
         cross_node_migrations=int(xmoves.sum()),
         pages_migrated_bytes=int(pages.sum()),
+        hinting_faults=int(delta("faults").sum()),
+        numa_task_moves=int(delta("numa_moves").sum()),
+        kernel_cpu_seconds=float(delta("kernel").sum() / 1e9),
         pods=pods,
         timeseries=timeseries,
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],

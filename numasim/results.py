@@ -102,6 +102,9 @@ class RunResult:
                 "migrations": r.migrations,
                 "cross_node_migrations": r.cross_node_migrations,
                 "pages_migrated_bytes": r.pages_migrated_bytes,
+                "hinting_faults": r.hinting_faults,
+                "numa_task_moves": r.numa_task_moves,
+                "kernel_cpu_seconds": r.kernel_cpu_seconds,
                 "rejected": sum(p.status == "rejected" for p in r.pods),
             })
         return pd.DataFrame(rows)

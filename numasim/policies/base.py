@@ -44,6 +44,8 @@ __all__ = [
     "SetAffinity",
     "MigratePages",
     "SetMemPolicy",
+    "MoveChunks",
+    "Charge",
     "Decision",
     "register",
     "get_policy",
@@ -103,10 +105,11 @@ class Admission:
 
 @dataclass(frozen=True)
 class Move:
-    """Move thread ``tid`` to OS CPU ``cpu``."""
+    """Move thread ``tid`` to OS CPU ``cpu``; ``numa`` marks a move made for NUMA locality."""
 
     tid: int
     cpu: int
+    numa: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,32 @@ class SetMemPolicy:
     mempolicy: MemPolicy
 
 
-Decision = Move | SetAffinity | MigratePages | SetMemPolicy
+@dataclass(frozen=True)
+class MoveChunks:
+    """Migrate chunks ``chunks`` of memory region ``region`` to node ``dst`` now.
+
+    The copy is done by thread ``tid`` (as NUMA balancing migrates pages in the
+    faulting task's context): it costs that thread ``bytes / copy_gbps`` ns of CPU
+    time. Chunks that do not fit on ``dst`` stay where they are.
+    """
+
+    region: int
+    chunks: tuple[int, ...]
+    dst: int
+    tid: int
+    copy_gbps: float
+
+
+@dataclass(frozen=True)
+class Charge:
+    """Charge thread ``tid`` ``ns`` of CPU time for kernel work (e.g. ``faults`` hinting faults)."""
+
+    tid: int
+    ns: float
+    faults: int = 0
+
+
+Decision = Move | SetAffinity | MigratePages | SetMemPolicy | MoveChunks | Charge
 
 
 class Policy(ABC):

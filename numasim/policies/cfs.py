@@ -24,6 +24,7 @@ from pydantic import Field
 from ..scenario import policy_defaults
 from .base import Decision, Move, Policy, PolicyOptions, register
 from .domains import Level, build_levels
+from .numab import NumaBalancing
 
 if TYPE_CHECKING:
     from ..engine import SimView
@@ -53,6 +54,14 @@ class CFSOptions(PolicyOptions):
     cache_nice_tries_numa: int = Field(default=_D["cache_nice_tries_numa"], description="the same at NUMA levels", ge=0, le=10)
     numa_imbalance_min: int = Field(default=_D["numa_imbalance_min"], description="NUMA imbalance (tasks) always tolerated while the destination is lightly loaded", ge=0, le=64)
     node_reclaim_distance: int = Field(default=_D["node_reclaim_distance"], description="NUMA levels farther than this lose fork balancing and wake_affine", ge=10, le=255)
+    numa_balancing: bool = Field(default=_D["numa_balancing"], description="automatic NUMA balancing (kernel.numa_balancing=1)")
+    scan_delay_ms: float = Field(default=_D["scan_delay_ms"], gt=0, description="NUMA balancing: delay before a process's first scan")
+    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], gt=0, description="NUMA balancing: shortest scan period (scaled by memory size)")
+    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], gt=0, description="NUMA balancing: longest scan period (scaled by memory size)")
+    scan_size_mb: float = Field(default=_D["scan_size_mb"], gt=0, description="NUMA balancing: memory marked per scan")
+    thp: bool = Field(default=_D["thp"], description="transparent huge pages: one hinting fault per 2 MiB instead of per 4 KiB")
+    fault_us: float = Field(default=_D["fault_us"], ge=0, description="NUMA balancing: CPU cost of one hinting fault")
+    migrate_copy_gbps: float = Field(default=_D["migrate_copy_gbps"], gt=0, description="NUMA balancing: copy rate of page migration by the faulting thread")
 
 
 @dataclass
@@ -133,6 +142,11 @@ class CFS(Policy):
         self._cpu_core = machine.cpu_core
         self._started = False
         self._next = 0
+        self.numab: NumaBalancing | None = None
+        numa = [lvl for lvl in self.levels if lvl.numa]
+        if options.numa_balancing and numa:
+            self.numab = NumaBalancing(machine, options, rng, numa[0].imb_numa_nr, options.imbalance_pct_numa)
+        self._numab_next = 0
 
     # ------------------------------------------------------------- slices
     def slice_ns(self, nr_running: int) -> int:
@@ -382,6 +396,8 @@ class CFS(Policy):
     def next_tick(self, now: int) -> int | None:
         if not self._started:
             return None
+        if self.numab is not None:
+            return min(self._next, max(self._numab_next, now + 1))
         return self._next
 
     def tick(self, sim: "SimView") -> list[Decision]:
@@ -405,7 +421,12 @@ class CFS(Policy):
             due = e.last + self._interval_ns(e, busy)
             nxt = due if nxt is None else min(nxt, due)
         self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
-        return [Move(t, c) for t, c in moves.items()]
+        out: list[Decision] = [Move(t, c) for t, c in moves.items()]
+        if self.numab is not None and now >= self._numab_next:
+            self._numab_next = self.numab.next_tick(now)
+            # Balancer moves are applied first; NUMA balancing sees the state before them.
+            out += [d for d in self.numab.tick(sim) if not (isinstance(d, Move) and d.tid in moves)]
+        return out
 
     def _balance(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle: bool = False) -> tuple[bool, int]:
         """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved)."""
@@ -529,6 +550,10 @@ class CFS(Policy):
                         continue
                     target = min(alt, key=lambda c: (nr[c], c))
                 pinned = False
+                lvl = self.levels[e.level]
+                if (self.numab is not None and lvl.numa and e.failed <= lvl.nice_tries
+                        and self.numab.degrades_locality(t, src, target, nr[dst] == 0)):
+                    continue  # migrate_degrades_locality: cache-hot until balancing keeps failing
                 if kind == MIGRATE_LOAD:
                     if (SCALE >> min(e.failed, 31)) > imbalance:
                         continue

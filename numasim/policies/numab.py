@@ -1,0 +1,428 @@
+"""Linux automatic NUMA balancing, as an option of the CFS model (``numa_balancing: true``).
+
+Follows kernel/sched/fair.c (v6.x) and mm/memory.c; docs/model.md lists what is
+kept and simplified. In short:
+
+* **Scanning.** Each process (pod) has a scan gate ``numa_next_scan``; a task
+  whose CPU time has advanced by its scan period since its last turn, finding
+  the gate open, marks the next ``scan_size`` bytes of the pod's present memory
+  (in address order: the shared heap, then each thread's private memory) and
+  moves the gate by its scan period. A full pass over the memory increments the
+  pod's scan sequence.
+* **Hinting faults.** Every marked chunk (2 MiB, a transparent huge page) is
+  faulted by the next thread that touches it: its owner for private memory, else a
+  thread of the pod chosen in proportion to its DRAM miss rate. A fault costs the
+  faulting thread ``fault_us`` of CPU time.
+* **Migration filter** (``should_numa_migrate_memory``): a remote chunk moves to
+  the faulting CPU's node when, early on, it is a first or private fault; otherwise
+  only if the previous fault on it came from that node (two-stage filter), and it
+  is private, the task has no group, or the group's CPU faults on the destination
+  beat the source by 3x or by the 3/4 hysteresis. The copy costs the faulting thread
+  ``bytes / migrate_copy_gbps``.
+* **Statistics and placement** (``task_numa_placement``, once per pass): per-task
+  faults by node, private or shared, halved each pass; threads that share memory
+  join one numa group; the preferred node is the node with the most (group)
+  faults; the scan period adapts (10 slots, 7/10 threshold) between
+  ``task_scan_min`` and ``task_scan_max``.
+* **Task moves** (``numa_migrate_preferred``): every min(1 s, period/16) a task off
+  its preferred node moves to an idle CPU there if the node has spare capacity and
+  the imbalance is allowed, or swaps with a task whose own placement improves; the
+  periodic load balancer avoids moves that degrade locality but may undo them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..memory import CHUNK
+from .base import Charge, Decision, Move, MoveChunks
+
+if TYPE_CHECKING:
+    from ..engine import SimView
+    from ..machine import Machine
+
+__all__ = ["NumaBalancing"]
+
+SMALLIMP = 30
+ACTIVE_NODE_FRACTION = 3
+PERIOD_SLOTS = 10
+PERIOD_THRESHOLD = 7
+MAX_SCAN_WINDOW_MB_S = 2560
+MS = 1_000_000
+
+
+@dataclass
+class _Task:
+    period_ms: float
+    node_stamp: float = 0.0  # CPU time (ns) at which the task may next trigger a scan
+    seq: int = 0  # the pod's scan sequence at this task's last placement
+    mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by memory node, [shared, private]
+    cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by CPU node
+    membuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    cpubuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    total: float = 0.0
+    locality: np.ndarray = field(default_factory=lambda: np.zeros(3))  # remote, local, failed
+    preferred: int = -1
+    retry: int = 0
+
+
+@dataclass
+class _Group:
+    mem: np.ndarray
+    cpu: np.ndarray
+    total: float = 0.0
+    tasks: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Mm:
+    next_scan: int
+    seq: int = 0
+    pos: int = 0  # chunk offset of the scan in the pod's address space
+
+
+class NumaBalancing:
+    """The state and mechanism of automatic NUMA balancing for one simulation."""
+
+    def __init__(self, machine: "Machine", opts, rng: np.random.Generator, imb_numa_nr: int, numa_pct: int):
+        self.m = machine
+        self.o = opts
+        self.rng = rng
+        self.imb_numa_nr = imb_numa_nr
+        self.pct = 100 + (numa_pct - 100) // 2  # task_numa_migrate's imbalance_pct (108)
+        self.n = machine.n_nodes
+        self.tasks: dict[int, _Task] = {}
+        self.groups: dict[int, _Group] = {}  # by pod index: threads of one process join one group
+        self.group_of: dict[int, int] = {}
+        self.mms: dict[int, _Mm] = {}
+        self.last: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # region -> (last tid, last nid) per chunk
+        self.tick_ns = 10 * MS
+
+    # ------------------------------------------------------------- helpers
+    def _task(self, tid: int) -> _Task:
+        if tid not in self.tasks:
+            z = np.zeros((self.n, 2))
+            self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, 0, z.copy(), z.copy(), z.copy(), z.copy())
+        return self.tasks[tid]
+
+    def _windows(self, rss: int) -> int:
+        return max(1, math.ceil(rss / (self.o.scan_size_mb * 2**20)))
+
+    def _scan_min(self, rss: int) -> float:
+        floor = 1000.0 / (MAX_SCAN_WINDOW_MB_S / self.o.scan_size_mb)
+        return max(floor, self.o.scan_period_min_ms / self._windows(rss))
+
+    def _scan_start(self, rss: int, tid: int) -> float:
+        """task_scan_start: the first period after the initial delay."""
+        smin = self._scan_min(rss)
+        g = self.groups.get(self.group_of.get(tid, -1))
+        if g is None:
+            return smin
+        t = self.tasks[tid]
+        shared, private = t.mem[:, 0].sum(), t.mem[:, 1].sum()
+        return max(smin, smin * len(g.tasks) * (shared + 1) / (private + shared + 1))
+
+    def _scan_max(self, rss: int, tid: int) -> float:
+        smin = self._scan_min(rss)
+        smax = self.o.scan_period_max_ms / self._windows(rss)
+        g = self.groups.get(self.group_of.get(tid, -1))
+        if g is not None:
+            t = self.tasks[tid]
+            shared, private = t.mem[:, 0].sum(), t.mem[:, 1].sum()
+            smax = max(smax, smax * len(g.tasks) * (shared + 1) / (private + shared + 1))
+        return max(smin, smax)
+
+    def _weight(self, tid: int, nid: int, group: bool) -> float:
+        if group:
+            g = self.groups.get(self.group_of.get(tid, -1))
+            if g is None or g.total <= 0:
+                return 0.0
+            return 1000.0 * g.mem[nid] / g.total
+        t = self.tasks.get(tid)
+        if t is None or t.total <= 0:
+            return 0.0
+        return 1000.0 * t.mem[nid].sum() / t.total
+
+    def preferred(self, tid: int) -> int:
+        t = self.tasks.get(tid)
+        return -1 if t is None else t.preferred
+
+    # --------------------------------------------------------------- tick
+    def next_tick(self, now: int) -> int:
+        return now + self.tick_ns
+
+    def tick(self, sim: "SimView") -> list[Decision]:
+        out: list[Decision] = []
+        now = sim.now
+        cpu_time = sim.thread_cpu_time()
+        alive = sim.thread_alive
+        miss = sim.thread_miss_rate
+        for pod in sim.pods:
+            if pod.status != "running":
+                continue
+            mm = self.mms.get(pod.index)
+            if mm is None:
+                mm = self.mms[pod.index] = _Mm(next_scan=now + int(self.o.scan_delay_ms * MS))
+            if now < mm.next_scan:
+                continue
+            # task_tick_numa: a running task whose CPU time passed its stamp opens the gate.
+            runners = [t for t in pod.tids if sim.thread_active[t]]
+            self.rng.shuffle(runners)
+            for tid in runners:
+                task = self._task(tid)
+                if cpu_time[tid] > task.node_stamp + task.period_ms * MS:
+                    if task.node_stamp == 0.0:
+                        task.period_ms = self._scan_start(int(sim.pod_memory()[pod.index].sum()), tid)
+                    task.node_stamp = cpu_time[tid]
+                    mm.next_scan = now + int(task.period_ms * MS)
+                    out += self._scan(pod, mm, sim, miss, alive)
+                    break
+        for tid in list(self.tasks):
+            if alive[tid]:
+                self._placement(tid, sim)
+        out += self._migrate_tasks(sim)
+        return out
+
+    # --------------------------------------------------------------- scan
+    def _scan(self, pod, mm: _Mm, sim: "SimView", miss, alive) -> list[Decision]:
+        regions = sim.pod_regions(pod.index)
+        for rid, _owner, nodes in regions:
+            if rid not in self.last:
+                self.last[rid] = (np.full(len(nodes), -1, dtype=np.int64), np.full(len(nodes), -1, dtype=np.int64))
+        chunks = [(rid, owner, i, int(nodes[i])) for rid, owner, nodes in regions for i in np.flatnonzero(nodes >= 0)]
+        if not chunks:
+            return []
+        budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
+        if mm.pos >= len(chunks):
+            mm.pos = 0
+        marked = chunks[mm.pos: mm.pos + budget]
+        mm.pos += budget
+        if mm.pos >= len(chunks):
+            mm.pos = 0
+            mm.seq += 1
+        tids = np.array(pod.tids)
+        weights = miss[tids] * np.array([alive[t] for t in tids])
+        out: list[Decision] = []
+        moves: dict[tuple[int, int, int], list[int]] = {}
+        faults: dict[int, int] = {}
+        for rid, owner, i, mem_nid in marked:
+            if owner >= 0:
+                tid = owner
+                if not alive[tid]:
+                    continue
+            else:
+                if weights.sum() <= 0:
+                    continue
+                tid = int(tids[self.rng.choice(len(tids), p=weights / weights.sum())])
+            faults[tid] = faults.get(tid, 0) + 1
+            dst = self._fault(tid, pod.index, rid, i, mem_nid, sim)
+            if dst is not None:
+                moves.setdefault((rid, dst, tid), []).append(i)
+        pages = 1 if self.o.thp else CHUNK // 4096
+        for tid, k in faults.items():
+            out.append(Charge(tid, k * pages * self.o.fault_us * 1000.0, faults=k * pages))
+        for (rid, dst, tid), idx in moves.items():
+            out.append(MoveChunks(rid, tuple(idx), dst, tid, self.o.migrate_copy_gbps))
+        return out
+
+    def _fault(self, tid: int, pod: int, rid: int, i: int, mem_nid: int, sim: "SimView") -> int | None:
+        """task_numa_fault + should_numa_migrate_memory for one chunk; returns the node to move it to."""
+        task = self._task(tid)
+        cpu_nid = int(self.m.cpu_node[sim.thread_cpu[tid]])
+        last_tid, last_nid = self.last[rid]
+        prev_tid, prev_nid = int(last_tid[i]), int(last_nid[i])
+        last_tid[i], last_nid[i] = tid, cpu_nid
+        priv = 1 if prev_tid < 0 or prev_tid == tid else 0
+        if not priv:
+            self._join(tid, pod, prev_tid)
+        local = mem_nid == cpu_nid
+        migrate = False
+        if not local:
+            g = self.groups.get(self.group_of.get(tid, -1))
+            if (task.preferred < 0 or task.seq <= 4) and priv:
+                migrate = True
+            elif prev_tid >= 0 and prev_nid != cpu_nid:
+                migrate = False
+            elif prev_tid == tid or g is None:
+                migrate = True
+            elif g.cpu[cpu_nid] > g.cpu[mem_nid] * ACTIVE_NODE_FRACTION:
+                migrate = True
+            else:
+                migrate = g.cpu[cpu_nid] * g.mem[mem_nid] * 3 > g.cpu[mem_nid] * g.mem[cpu_nid] * 4
+        dst = None
+        if migrate:
+            free = sim.node_free()
+            if free[cpu_nid] >= CHUNK:
+                dst = cpu_nid
+                mem_nid = cpu_nid
+            else:
+                task.locality[2] += 1
+        task.membuf[mem_nid, priv] += 1
+        task.cpubuf[cpu_nid, priv] += 1
+        task.locality[1 if local else 0] += 1
+        return dst
+
+    def _join(self, tid: int, pod: int, other: int) -> None:
+        """task_numa_group: threads of one process that share pages join one group."""
+        g = self.groups.get(pod)
+        if g is None:
+            g = self.groups[pod] = _Group(np.zeros(self.n), np.zeros(self.n))
+        for t in (tid, other):
+            if t >= 0 and t not in g.tasks:
+                g.tasks.add(t)
+                self.group_of[t] = pod
+                task = self._task(t)
+                g.mem += task.mem.sum(axis=1)
+                g.cpu += task.cpu.sum(axis=1)
+                g.total += task.total
+
+    # ---------------------------------------------------------- placement
+    def _placement(self, tid: int, sim: "SimView") -> None:
+        task = self.tasks[tid]
+        pod = int(sim.thread_pod[tid])
+        mm = self.mms.get(pod)
+        if mm is None or task.seq == mm.seq:
+            return
+        task.seq = mm.seq
+        g = self.groups.get(self.group_of.get(tid, -1))
+        buf_shared, buf_private = task.membuf[:, 0].sum(), task.membuf[:, 1].sum()
+        diff = task.membuf - task.mem / 2
+        fdiff = task.cpubuf - task.cpu / 2
+        task.mem += diff
+        task.cpu += fdiff
+        task.total += diff.sum()
+        if g is not None:
+            g.mem += diff.sum(axis=1)
+            g.cpu += fdiff.sum(axis=1)
+            g.total += diff.sum()
+        task.membuf[:] = 0
+        task.cpubuf[:] = 0
+        faults = g.mem if g is not None else task.mem.sum(axis=1)
+        if faults.max() > 0:
+            task.preferred = int(np.argmax(faults))
+        self._update_period(task, tid, sim, buf_shared, buf_private)
+
+    def _update_period(self, task: _Task, tid: int, sim: "SimView", shared: float, private: float) -> None:
+        """update_task_scan_period: slow down when mostly local or private, speed up otherwise."""
+        rss = int(sim.pod_memory()[int(sim.thread_pod[tid])].sum())
+        remote, local, failed = task.locality
+        if local + shared == 0 or failed:
+            task.period_ms = min(self._scan_max(rss, tid), task.period_ms * 2)
+            return
+        slot = math.ceil(task.period_ms / PERIOD_SLOTS)
+        lr = int(local * PERIOD_SLOTS / (local + remote)) if local + remote else 0
+        ps = int(private * PERIOD_SLOTS / (private + shared)) if private + shared else 0
+        if ps >= PERIOD_THRESHOLD:
+            diff = max(1, ps - PERIOD_THRESHOLD) * slot
+        elif lr >= PERIOD_THRESHOLD:
+            diff = max(1, lr - PERIOD_THRESHOLD) * slot
+        else:
+            diff = -(PERIOD_THRESHOLD - max(lr, ps)) * slot
+        task.period_ms = float(np.clip(task.period_ms + diff, self._scan_min(rss), self._scan_max(rss, tid)))
+        task.locality[:] = 0
+
+    # ------------------------------------------------------------- moves
+    def _adjust(self, imb: int, dst_running: int) -> int:
+        if dst_running > self.imb_numa_nr:
+            return imb
+        return 0 if imb <= 2 else imb
+
+    def _migrate_tasks(self, sim: "SimView") -> list[Decision]:
+        """numa_migrate_preferred / task_numa_migrate for tasks off their preferred node."""
+        now = sim.now
+        m = self.m
+        nr = np.array(sim.nr_running)
+        rq = {c: sim.runqueue(c) for c in range(m.n_cpus)}
+        out: list[Decision] = []
+        claimed: set[int] = set()  # CPUs already used by a move in this pass (rq->numa_migrate_on)
+        for tid, task in self.tasks.items():
+            if task.preferred < 0 or not sim.thread_active[tid] or now < task.retry:
+                continue
+            task.retry = now + int(min(1000.0, task.period_ms / 16) * MS)
+            src_cpu = int(sim.thread_cpu[tid])
+            src, dst = int(m.cpu_node[src_cpu]), task.preferred
+            if src == dst or src_cpu in claimed:
+                continue
+            grouped = tid in self.group_of
+            imp = self._weight(tid, dst, grouped) - self._weight(tid, src, grouped)
+            src_nr = int(nr[m.node_cpus[src]].sum())
+            dst_nr = int(nr[m.node_cpus[dst]].sum())
+            cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
+            dst_spare = dst_nr < cap_dst
+            maymove = False
+            if dst_spare:
+                if self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1) == 0:
+                    maymove = True
+            else:
+                # load_too_imbalanced: the move must not make the node loads more unequal.
+                maymove = abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
+            best: tuple[float, int, int | None] | None = None  # (improvement, dst cpu, task to swap)
+            for c in m.node_cpus[dst]:
+                c = int(c)
+                if c in claimed or not sim.allowed(tid, c):
+                    continue
+                queue = rq[c]
+                if not queue:
+                    if maymove and imp >= (best[0] if best else -np.inf):
+                        best = (imp, c, None)
+                    continue
+                cur = queue[0]
+                if not sim.allowed(cur, src_cpu):
+                    continue
+                cur_grouped = cur in self.group_of
+                same = cur_grouped == grouped and (not grouped or self.group_of[cur] == self.group_of[tid])
+                if same:
+                    if dst_spare:
+                        continue  # no swaps inside a group while the node has room
+                    cimp = imp + self._weight(cur, src, False) - self._weight(cur, dst, False)
+                    if grouped:
+                        cimp -= cimp / 16
+                else:
+                    cimp = imp + self._weight(cur, src, cur_grouped) - self._weight(cur, dst, cur_grouped)
+                if self.preferred(cur) == dst:
+                    cimp -= cimp / 16
+                elif self.preferred(cur) == src:
+                    cimp += cimp / 8
+                if maymove and imp > cimp and imp > (best[0] if best else -np.inf):
+                    best = (imp, c, None)
+                    continue
+                if cimp < SMALLIMP or (best is not None and cimp <= best[0] + 15):
+                    continue
+                best = (cimp, c, cur)
+            if best is None:
+                if grouped:
+                    task.preferred = src  # no room on the preferred node: settle where it is
+                continue
+            _, c, cur = best
+            out.append(Move(tid, c, numa=True))
+            claimed.update({src_cpu, c})
+            rq[src_cpu].remove(tid)
+            rq[c].append(tid)
+            nr[src_cpu] -= 1
+            nr[c] += 1
+            if cur is not None:
+                out.append(Move(cur, src_cpu, numa=True))
+                rq[c].remove(cur)
+                rq[src_cpu].append(cur)
+                nr[c] -= 1
+                nr[src_cpu] += 1
+        return out
+
+    def degrades_locality(self, tid: int, src_cpu: int, dst_cpu: int, idle: bool) -> bool:
+        """migrate_degrades_locality: would this load-balancer move hurt a placed task?"""
+        t = self.tasks.get(tid)
+        if t is None or t.preferred < 0:
+            return False
+        src, dst = int(self.m.cpu_node[src_cpu]), int(self.m.cpu_node[dst_cpu])
+        if src == dst or dst == t.preferred:
+            return False
+        if src == t.preferred:
+            return True
+        if idle:
+            return False
+        grouped = tid in self.group_of
+        return self._weight(tid, dst, grouped) < self._weight(tid, src, grouped)
