@@ -52,6 +52,7 @@ __all__ = ["Simulation", "SimView", "PodInstance", "Trace"]
 NEW, TOUCH, WORK, DEAD = 0, 1, 2, 3
 MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
 TOUCH_MLP = 16.0  # first-touch writes stream like STREAM's stores (the stream preset's mlp)
+CFS_PERIOD_NS = 100_000_000  # cpu.cfs_period_us default (Documentation/scheduler/sched-bwc.rst)
 REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes within 25 ms
 
 
@@ -102,6 +103,7 @@ class Trace:
     affinity_log: list[tuple[int, int, frozenset[int] | None]]  # (time, tid, cpus)
     migrations: list[tuple[int, int, int, int]]  # (time, tid, from cpu, to cpu)
     page_moves: list[tuple[int, int, int, int, int]]  # (time, pod, src, dst, bytes)
+    quota_log: list[tuple[int, int, float]]  # (period start, pod, CPU ns used in the period)
     events: list[tuple[int, str, str]]  # (time, kind, text)
     n_events: int
     n_solves: int
@@ -297,6 +299,16 @@ class Simulation:
         self.c_kernel_ns = np.zeros(nt)
         self.c_cpu_busy = np.zeros(machine.n_cpus)
         self.c_pages_moved = np.zeros(len(pods))
+        # CFS bandwidth control, per pod.
+        npods = len(pods)
+        self.q_quota = np.full(npods, np.inf)  # CPU ns allowed per period
+        self.q_base = np.zeros(npods)  # the pod's CPU time at the start of the period
+        self.q_throttled = np.zeros(npods, dtype=bool)
+        self.q_gen = np.zeros(npods, dtype=np.int64)
+        self.q_since = np.zeros(npods, dtype=np.int64)
+        self.t_held = np.zeros(nt, dtype=bool)  # runnable, but held by a throttled pod
+        self.c_throttled = np.zeros(npods)  # thread-ns of runnable time held by throttling
+        self.quota_log: list[tuple[int, int, float]] = []  # (period start, pod, CPU ns used)
 
         # Current rates.
         self.r_share = np.zeros(nt)  # share of its CPU's time
@@ -356,6 +368,7 @@ class Simulation:
             affinity_log=self.affinity_log,
             migrations=self.migrations,
             page_moves=self.page_moves,
+            quota_log=self.quota_log,
             events=self.events,
             n_events=n_events,
             n_solves=self.n_solves,
@@ -437,6 +450,12 @@ class Simulation:
             self._start_thread(tid)
         if prof.pause_interval_ms is not None:
             self.env.process(self._pauses(pod))
+        if adm.cpu_quota is not None:
+            if adm.cpu_quota <= 0:
+                raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
+            if adm.cpu_quota < pod.threads:  # otherwise the limit can never bind
+                self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
+                self.env.process(self._bandwidth(pod))
 
     def _start_thread(self, tid: int) -> None:
         cpu = int(self.policy.place(tid, self.view))
@@ -445,9 +464,13 @@ class Simulation:
         if self.t_phase[tid] == WORK:
             self.t_burst[tid] = self._draw_burst(tid)
         self.t_last[tid] = self.now
+        self.placements.append((self.now, tid, cpu))
+        if self.q_throttled[self.t_pod[tid]]:
+            self.t_cpu[tid] = cpu
+            self.t_held[tid] = True
+            return
         self._integrate(self._on_cpus([cpu]))
         self._enqueue(tid, cpu)
-        self.placements.append((self.now, tid, cpu))
         self._update_cpus([cpu], integrated=True)
         self._dirty = True
 
@@ -609,7 +632,7 @@ class Simulation:
                 self._wake(tid)
 
     def _wake(self, tid: int) -> None:
-        if self.t_phase[tid] != WORK or self.t_active[tid] or self.t_paused[tid]:
+        if self.t_phase[tid] != WORK or self.t_active[tid] or self.t_paused[tid] or self.t_held[tid]:
             return
         waker = None
         if self.p_waker_pod[tid]:
@@ -624,9 +647,88 @@ class Simulation:
         self._integrate(np.concatenate([[tid], self._on_cpus([cpu])]))
         if cpu != prev:
             self._charge_move(tid, prev, cpu)
-        self._enqueue(tid, cpu)
         self.t_burst[tid] = self._draw_burst(tid)
+        if self.q_throttled[self.t_pod[tid]]:
+            self.t_cpu[tid] = cpu
+            self.t_held[tid] = True
+            return
+        self._enqueue(tid, cpu)
         self._update_cpus([cpu], integrated=True)
+
+    # ------------------------------------------------------ CPU bandwidth
+    def _pod_tids(self, p: int) -> NDArray[np.int64]:
+        return np.array(self.pods[p].tids, dtype=np.int64)
+
+    def _bandwidth(self, pod: PodInstance):
+        """CFS bandwidth control: refill the pod's quota every period, release throttled threads."""
+        p = pod.index
+        tids = self._pod_tids(p)
+        while pod.status == "running":
+            start = self.now
+            self._integrate(tids)
+            self.q_base[p] = self.c_cpu[tids].sum()
+            self._quota_schedule(p)
+            yield self.env.timeout(CFS_PERIOD_NS)
+            self._integrate(tids)
+            self.quota_log.append((start, p, float(self.c_cpu[tids].sum() - self.q_base[p])))
+            if self.q_throttled[p]:
+                self._unthrottle(p)
+
+    def _quota_schedule(self, p: int) -> None:
+        """Schedule the moment the pod's threads use up this period's quota, at their current shares."""
+        if self.q_throttled[p] or not np.isfinite(self.q_quota[p]):
+            return
+        self.q_gen[p] += 1
+        tids = self._pod_tids(p)
+        self._integrate(tids)
+        rate = float(self.r_share[tids].sum())
+        if rate <= 0:
+            return
+        left = self.q_quota[p] - (self.c_cpu[tids].sum() - self.q_base[p])
+        gen = int(self.q_gen[p])
+        ev = self.env.timeout(max(int(np.ceil(left / rate)), 1))
+        ev.callbacks.append(lambda _e, q=p, g=gen: self._quota_check(q, g))
+
+    def _quota_check(self, p: int, gen: int) -> None:
+        if gen != self.q_gen[p] or self.q_throttled[p] or self.pods[p].status != "running":
+            return
+        tids = self._pod_tids(p)
+        self._integrate(tids)
+        if self.c_cpu[tids].sum() - self.q_base[p] < self.q_quota[p] - 1.0:
+            self._quota_schedule(p)
+            return
+        # Quota exhausted: the pod's runnable threads wait for the next period.
+        self.q_throttled[p] = True
+        self.q_since[p] = self.now
+        cpus = []
+        for tid in tids:
+            if self.t_active[tid]:
+                cpus.append(int(self.t_cpu[tid]))
+                self._integrate(self._on_cpus([int(self.t_cpu[tid])]))
+                self._dequeue(int(tid))
+                self.t_gen[tid] += 1
+                self.t_held[tid] = True
+        self._update_cpus(cpus, integrated=True)
+        for cpu in set(cpus):
+            if self.nr[cpu] == 0:
+                for d in self.policy.idle(cpu, self.view):
+                    self._apply(d)
+
+    def _unthrottle(self, p: int) -> None:
+        self.q_throttled[p] = False
+        held = [int(t) for t in self._pod_tids(p) if self.t_held[t]]
+        self.c_throttled[p] += (self.now - self.q_since[p]) * len(held)
+        cpus = []
+        for tid in held:
+            self.t_held[tid] = False
+            if self.t_paused[tid] or self.t_phase[tid] not in (TOUCH, WORK):
+                continue
+            cpu = int(self.t_cpu[tid])
+            self._integrate(np.concatenate([[tid], self._on_cpus([cpu])]))
+            self.t_last[tid] = self.now
+            self._enqueue(tid, cpu)
+            cpus.append(cpu)
+        self._update_cpus(cpus, integrated=True)
 
     def _move_chunks(self, d: MoveChunks) -> None:
         if not 0 <= d.region < len(self.memory.regions) or not 0 <= d.dst < self.machine.n_nodes or d.copy_gbps <= 0:
@@ -805,6 +907,7 @@ class Simulation:
             if self.t_active[tid]:
                 self._dequeue(tid)
             self.t_phase[tid] = DEAD
+            self.t_held[tid] = False
             self.t_gen[tid] += 1
             self.t_touch_plan[tid] = []
             self.placements.append((self.now, tid, -1))
@@ -857,6 +960,9 @@ class Simulation:
         if need_tau:
             self._set_tau(np.array(need_tau))
         self._reschedule(tids)
+        for p in {int(self.t_pod[t]) for t in tids}:
+            if np.isfinite(self.q_quota[p]):
+                self._quota_schedule(p)
 
     def _slice(self, n: int) -> float:
         if n not in self._slices:
@@ -1035,6 +1141,7 @@ class Simulation:
             "kernel": self.c_kernel_ns,
             "cpu_busy": self.c_cpu_busy,
             "pages_moved": self.c_pages_moved,
+            "throttled": self.c_throttled,
             "pod_memory": self.memory.pod_bytes(len(self.pods)),
             "thread_cpu": self.t_cpu,
             "thread_active": self.t_active,

@@ -32,6 +32,7 @@ class PodMetrics:
     migrations: int
     cross_node_migrations: int
     pages_migrated_bytes: int
+    throttled_seconds: float
     memory_per_node_bytes: list[int]
     placement: dict = field(default_factory=dict)
 
@@ -52,6 +53,7 @@ class Metrics:
     hinting_faults: int
     numa_task_moves: int
     kernel_cpu_seconds: float
+    throttled_seconds: float
     pods: list[PodMetrics]
     timeseries: dict[str, list]
     events: list[tuple[float, str, str]]
@@ -88,6 +90,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
             migrations=int(round(np.mean([p.migrations for p in rows]))),
             cross_node_migrations=int(round(np.mean([p.cross_node_migrations for p in rows]))),
             pages_migrated_bytes=int(round(np.mean([p.pages_migrated_bytes for p in rows]))),
+            throttled_seconds=float(np.mean([p.throttled_seconds for p in rows])),
             memory_per_node_bytes=pod.memory_per_node_bytes,
             placement=pod.placement,
         ))
@@ -110,6 +113,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         hinting_faults=int(round(np.mean([r.hinting_faults for r in runs]))),
         numa_task_moves=int(round(np.mean([r.numa_task_moves for r in runs]))),
         kernel_cpu_seconds=float(np.mean([r.kernel_cpu_seconds for r in runs])),
+        throttled_seconds=float(np.mean([r.throttled_seconds for r in runs])),
         pods=pods, timeseries=series, events=first.events, window_s=first.window_s,
         sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
         seeds=list(seeds),
@@ -136,6 +140,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
     miss, miss_local = delta("miss"), delta("miss_local")
     moves, xmoves = delta("moves"), delta("xmoves")
     pages = delta("pages_moved")
+    throttled = delta("throttled")
     busy = delta("cpu_busy")
     pod_mem = s["pod_memory"][i1]
     pods: list[PodMetrics] = []
@@ -154,6 +159,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
             migrations=int(moves[tids].sum()) if tids else 0,
             cross_node_migrations=int(xmoves[tids].sum()) if tids else 0,
             pages_migrated_bytes=int(pages[pod.index]),
+            throttled_seconds=float(throttled[pod.index] / 1e9),
             memory_per_node_bytes=[int(x) for x in pod_mem[pod.index]],
             placement=dict(adm.info) if adm is not None else {},
         ))
@@ -188,6 +194,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
         hinting_faults=int(delta("faults").sum()),
         numa_task_moves=int(delta("numa_moves").sum()),
         kernel_cpu_seconds=float(delta("kernel").sum() / 1e9),
+        throttled_seconds=float(throttled.sum() / 1e9),
         pods=pods,
         timeseries=timeseries,
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],

@@ -105,6 +105,7 @@ class RunResult:
                 "hinting_faults": r.hinting_faults,
                 "numa_task_moves": r.numa_task_moves,
                 "kernel_cpu_seconds": r.kernel_cpu_seconds,
+                "throttled_seconds": r.throttled_seconds,
                 "rejected": sum(p.status == "rejected" for p in r.pods),
             })
         return pd.DataFrame(rows)

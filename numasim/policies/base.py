@@ -91,8 +91,11 @@ class Overhead:
 class Admission:
     """A policy's answer to a pod's arrival.
 
-    ``affinity`` holds one CPU set per thread (``None``: any CPU). A rejected
-    pod never runs; ``reason`` is reported in the results.
+    ``affinity`` holds one CPU set per thread (``None``: any CPU). ``cpu_quota``
+    enforces a CPU limit with CFS bandwidth control: the pod's threads together
+    may use ``cpu_quota`` x 100 ms of CPU time per 100 ms period, then wait for
+    the next period (Documentation/scheduler/sched-bwc.rst). A rejected pod
+    never runs; ``reason`` is reported in the results.
     """
 
     accepted: bool = True
@@ -100,6 +103,7 @@ class Admission:
     affinity: tuple[frozenset[int] | None, ...] | None = None
     mempolicy: MemPolicy = field(default_factory=MemPolicy)
     overhead: Overhead = field(default_factory=Overhead)
+    cpu_quota: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -252,7 +256,7 @@ def _load_entry_points() -> None:
 
 def available_policies() -> dict[str, type[Policy]]:
     """All registered policies by name (built-in and from entry points)."""
-    from . import cfs, esxi, numactl, taskset  # noqa: F401  (registration side effect)
+    from . import cfs, esxi, k8s, numactl, taskset  # noqa: F401  (registration side effect)
 
     _load_entry_points()
     return dict(sorted(_REGISTRY.items()))

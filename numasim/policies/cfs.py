@@ -62,6 +62,9 @@ class CFSOptions(PolicyOptions):
     thp: bool = Field(default=_D["thp"], description="transparent huge pages: one hinting fault per 2 MiB instead of per 4 KiB")
     fault_us: float = Field(default=_D["fault_us"], ge=0, description="NUMA balancing: CPU cost of one hinting fault")
     migrate_copy_gbps: float = Field(default=_D["migrate_copy_gbps"], gt=0, description="NUMA balancing: copy rate of page migration by the faulting thread")
+    migrate_rate_limit_mbps: float | None = Field(
+        default=_D["migrate_rate_limit_mbps"], gt=0,
+        description="NUMA balancing: MB/s that may migrate into a node (kernels 3.8-4.18: 1280, i.e. 128 MB per 100 ms); null: no limit (4.19+)")
 
 
 @dataclass

@@ -100,6 +100,7 @@ class NumaBalancing:
         self.group_of: dict[int, int] = {}
         self.mms: dict[int, _Mm] = {}
         self.last: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # region -> (last tid, last nid) per chunk
+        self.rate_window: dict[int, tuple[int, int]] = {}  # node -> (100 ms window, bytes migrated in it)
         self.tick_ns = 10 * MS
 
     # ------------------------------------------------------------- helpers
@@ -256,15 +257,30 @@ class NumaBalancing:
         dst = None
         if migrate:
             free = sim.node_free()
-            if free[cpu_nid] >= CHUNK:
+            if free[cpu_nid] >= CHUNK and self._within_rate_limit(cpu_nid, sim.now):
                 dst = cpu_nid
                 mem_nid = cpu_nid
             else:
-                task.locality[2] += 1
+                task.locality[2] += 1  # MIGRATE_FAIL: the scan period will double
         task.membuf[mem_nid, priv] += 1
         task.cpubuf[cpu_nid, priv] += 1
         task.locality[1 if local else 0] += 1
         return dst
+
+    def _within_rate_limit(self, node: int, now: int) -> bool:
+        """Kernels 3.8-4.18 let at most ratelimit MB per 100 ms migrate into a node."""
+        limit = self.o.migrate_rate_limit_mbps
+        if limit is None:
+            return True
+        window = now // (100 * MS)
+        start, used = self.rate_window.get(node, (window, 0))
+        if start != window:
+            used = 0
+        if used + CHUNK > limit * 2**20 / 10:
+            self.rate_window[node] = (window, used)
+            return False
+        self.rate_window[node] = (window, used + CHUNK)
+        return True
 
     def _join(self, tid: int, pod: int, other: int) -> None:
         """task_numa_group: threads of one process that share pages join one group."""

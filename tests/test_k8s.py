@@ -1,0 +1,135 @@
+"""Kubernetes node managers and CFS bandwidth control."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import numasim
+
+from .conftest import run_small, small_scenario
+
+
+@st.composite
+def k8s_scenarios(draw):
+    pods = []
+    for i in range(draw(st.integers(1, 4))):
+        threads = draw(st.integers(1, 6))
+        limit = draw(st.sampled_from([float(threads), max(0.5, threads - 0.5), 1.0, 2.0]))
+        pod = {"name": f"p{i}", "replicas": draw(st.integers(1, 3)), "threads": threads, "cpu_limit": limit,
+               "memory": f"{draw(st.integers(64, 6000))}MiB", "profile": draw(st.sampled_from(["java", "cpu-bound"]))}
+        if draw(st.booleans()):
+            pod["requests"] = {"cpu": min(limit, draw(st.sampled_from([0.5, 1.0, 2.0])))}
+        pods.append(pod)
+    options = {
+        "cpu_manager_policy": draw(st.sampled_from(["none", "static"])),
+        "topology_manager_policy": draw(st.sampled_from(["none", "best-effort", "restricted", "single-numa-node"])),
+        "topology_manager_scope": draw(st.sampled_from(["container", "pod"])),
+        "reserved_cpus": draw(st.integers(1, 2)),
+        "reconcile_period": "300ms",
+    }
+    if draw(st.booleans()):
+        options.update(memory_manager_policy="Static", reserved_memory="256MiB")
+    data = small_scenario(pods=pods, policies=[{"label": "k8s", "policy": "k8s", "options": options}])
+    data["duration"], data["warmup"], data["sample_interval"] = "1500ms", "500ms", "100ms"
+    data["seed"] = draw(st.integers(0, 1000))
+    return data
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k8s_scenarios())
+def test_kubelet_invariants(data):
+    s = numasim.from_dict(data)
+    res = numasim.run(s)
+    trace = res.traces["k8s"]
+    pods = trace.pods
+    exclusive = {p.index: frozenset(p.admission.info["cpus"]) for p in pods
+                 if p.status == "running" and p.admission.info.get("exclusive_cpus")}
+    reserved = frozenset(s.variants[0].policy(s.variants[0].options, s.machine, np.random.default_rng(0)).reserved)
+    # Exclusive CPUs are never shared, and never reserved.
+    seen: set[int] = set()
+    for cpus in exclusive.values():
+        assert not (cpus & seen) and not (cpus & reserved)
+        seen |= cpus
+    # A pod with exclusive CPUs runs only there; after the reconcile period no other pod runs there.
+    reconciled = 300_000_000 + max((p.arrival_ns for p in pods), default=0)
+    owner = {c: i for i, cpus in exclusive.items() for c in cpus}
+    for time, tid, cpu in trace.placements:
+        if cpu < 0:
+            continue
+        pod = int(trace.thread_pod[tid])
+        if pod in exclusive:
+            assert cpu in exclusive[pod]
+        elif time >= reconciled and cpu in owner:
+            assert owner[cpu] == pod, f"shared thread {tid} on exclusive CPU {cpu} at {time}"
+    # A rejected pod never runs.
+    cpu = trace.samples["cpu"][-1]
+    for p in pods:
+        if p.status == "rejected":
+            assert cpu[list(p.tids)].sum() == 0 and p.reason.startswith(("TopologyAffinityError", "not enough"))
+    # Admission is deterministic.
+    again = numasim.run(numasim.from_dict(data)).traces["k8s"].pods
+    assert [p.status for p in again] == [p.status for p in pods]
+
+
+def test_a_throttled_pod_never_exceeds_its_quota():
+    data = small_scenario(
+        pods=[{"name": "capped", "threads": 4, "cpu_limit": 1.5, "memory": "256MiB", "profile": "cpu-bound"}],
+        policies=[{"label": "k8s", "policy": "k8s"}],
+    )
+    res = run_small(data)
+    trace = res.traces["k8s"]
+    assert trace.quota_log, "the limit should be enforced"
+    for _start, _pod, used in trace.quota_log:
+        assert used <= 1.5 * 100e6 * (1 + 1e-9) + 1.0
+    full = [u for _s, _p, u in trace.quota_log[2:]]
+    assert np.mean(full) == pytest.approx(1.5 * 100e6, rel=0.02)  # it does use its quota
+    pod = res.run("k8s").pods[0]
+    assert pod.throttled_seconds > 0
+    assert pod.cpu_seconds == pytest.approx(1.5 * 2.0, rel=0.03)  # 1.5 CPUs over the 2 s window
+
+
+def test_a_limit_at_or_above_the_threads_never_throttles():
+    data = small_scenario(
+        pods=[{"name": "free", "threads": 2, "cpu_limit": 2, "memory": "256MiB", "profile": "cpu-bound"}],
+        policies=[{"label": "k8s", "policy": "k8s"}],
+    )
+    res = run_small(data)
+    assert res.traces["k8s"].quota_log == [] and res.run("k8s").pods[0].throttled_seconds == 0
+
+
+def test_single_numa_node_rejects_a_pod_wider_than_a_node():
+    data = small_scenario(
+        pods=[{"name": "wide", "threads": 6, "cpu_limit": 6, "memory": "1GiB", "profile": "java"},
+              {"name": "narrow", "threads": 1, "cpu_limit": 1, "memory": "1GiB", "profile": "java"}],
+        policies=[
+            {"label": "snn", "policy": "k8s", "options": {"cpu_manager_policy": "static", "reserved_cpus": 1,
+                                                          "topology_manager_policy": "single-numa-node"}},
+            {"label": "restricted", "policy": "k8s", "options": {"cpu_manager_policy": "static", "reserved_cpus": 1,
+                                                                 "topology_manager_policy": "restricted"}},
+        ],
+    )
+    res = run_small(data)
+    snn = {p.name: p for p in res.run("snn").pods}
+    assert snn["wide"].status == "rejected" and "single NUMA node" in snn["wide"].reason
+    assert snn["narrow"].status == "running" and len(snn["narrow"].placement["nodes"]) == 1
+    assert {p.name: p.status for p in res.run("restricted").pods} == {"wide": "running", "narrow": "running"}
+
+
+@pytest.mark.parametrize(
+    ("options", "path", "words"),
+    [
+        ({"cpu_manager_policy": "static"}, "reserved_cpus", "needs reserved CPUs"),
+        ({"memory_manager_policy": "Static"}, "reserved_memory", "needs reserved memory"),
+        ({"topology_manager_policy": "numa-aligned"}, "topology_manager_policy", "'single-numa-node'"),
+        ({"reserved_cpus": "0-99"}, "reserved_cpus", "outside the machine"),
+    ],
+)
+def test_bad_kubelet_options_are_clear_errors(options, path, words):
+    data = small_scenario(policies=[{"label": "k", "policy": "k8s", "options": options}])
+    with pytest.raises(numasim.ScenarioError) as info:
+        numasim.from_dict(data)
+    text = str(info.value)
+    assert f"policies[0].options.{path}" in text and words in text
