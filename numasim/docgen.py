@@ -114,7 +114,8 @@ def scenario_reference() -> str:
     for title, model, note in sections:
         out += [f"## {title}", ""] + ([note, ""] if note else []) + _table(model) + [""]
     out += ["## Policy options (`policies[i].options`)", ""]
-    for name, cls in available_policies().items():
+    builtin = {n: c for n, c in available_policies().items() if c.__module__.startswith("numasim.policies.")}
+    for name, cls in builtin.items():
         out += [f"### `{name}`", "", cls.description, ""] + _table(cls.Options) + [""]
     return "\n".join(out).rstrip() + "\n"
 
