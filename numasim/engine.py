@@ -268,7 +268,7 @@ class Simulation:
         self.t_gen = np.zeros(nt, dtype=np.int64)
         self.t_paused = np.zeros(nt, dtype=bool)
         prof = [pods[int(pi)].profile for pi in self.t_pod]
-        self.p_compute = np.array([pr.cycles_per_op / machine.frequency_ghz for pr in prof])
+        self.p_cycles = np.array([pr.cycles_per_op for pr in prof])
         self.p_misses = np.array([pr.llc_misses_per_op for pr in prof])
         self.p_mlp = np.array([pr.mlp for pr in prof])
         self.p_stall = 1.0 / self.p_mlp
@@ -279,6 +279,13 @@ class Simulation:
         self.p_sleep = np.array([pr.sleep_ms * 1e6 for pr in prof])
         self.p_waker_pod = np.array([pr.waker == "pod" for pr in prof])
         self.nr = np.zeros(machine.n_cpus, dtype=np.int64)
+        # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
+        spec = machine.spec
+        self.f_max = spec.frequency_ghz
+        self.f_min = spec.min_frequency_ghz or spec.frequency_ghz
+        self.f_cpu = np.full(machine.n_cpus, self.f_min if spec.governor == "powersave" else self.f_max)
+        self._util = np.zeros(machine.n_cpus)  # schedutil's decaying utilisation per CPU
+        self._busy_seen = np.zeros(machine.n_cpus)
         self.rq: list[list[int]] = [[] for _ in range(machine.n_cpus)]
         self._core_of = [machine.core_cpus[int(machine.cpu_core[c])] for c in range(machine.n_cpus)]
         self._slices: dict[int, float] = {}
@@ -404,10 +411,25 @@ class Simulation:
                 self.progress(t / self.duration_ns)
 
     def _refresher(self):
+        schedutil = self.machine.spec.governor == "schedutil" and self.f_min < self.f_max
         while True:
             yield self.env.timeout(REFRESH_NS)
+            if schedutil:
+                self._schedutil()
             if self._dirty:
                 self._solve()
+
+    def _schedutil(self) -> None:
+        """schedutil: f = 1.25 x f_max x util, util a PELT-like average (32 ms half-life)."""
+        self._integrate(np.arange(len(self.t_cpu)))
+        busy = (self.c_cpu_busy - self._busy_seen) / REFRESH_NS
+        self._busy_seen = self.c_cpu_busy.copy()
+        decay = 0.5 ** (REFRESH_NS / 32e6)
+        self._util = self._util * decay + (1 - decay) * np.clip(busy, 0.0, 1.0)
+        freq = np.clip(1.25 * self.f_max * self._util, self.f_min, self.f_max)
+        if np.any(np.abs(freq - self.f_cpu) > 1e-6):
+            self.f_cpu = freq
+            self._dirty = True
 
     # ------------------------------------------------------------ arrivals
     def _arrive(self, pod: PodInstance) -> None:
@@ -442,7 +464,7 @@ class Simulation:
                 self._check_cpus(aff, adm)
                 self.t_affinity[tid] = aff
                 self.affinity_log.append((self.now, tid, aff))
-            self.p_compute[tid] *= 1.0 + adm.overhead.cpu
+            self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
             self.p_stall[tid] *= 1.0 + adm.overhead.memory
         # With a single toucher, the other threads start once the memory is touched
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
@@ -1055,7 +1077,7 @@ class Simulation:
         at start-up writes one cache line per operation, as a streaming store that
         overlaps ``TOUCH_MLP`` misses, so first touch also queues for bandwidth.
         """
-        compute = self.p_compute[tids].copy()
+        compute = self.p_cycles[tids] / self.f_cpu[np.maximum(self.t_cpu[tids], 0)]
         misses = self.p_misses[tids].copy()
         stall = self.p_stall[tids].copy()
         acc = self._access(tids)

@@ -41,7 +41,12 @@ class MachineSpec(BaseModel):
     cpu_numbering: Literal["block", "alternate"] | list[Annotated[int, Field(ge=0)]] = Field(
         default="block", description="OS CPU numbering: block, alternate, or the node of each OS CPU"
     )
-    frequency_ghz: PositiveFloat = Field(description="core frequency, GHz")
+    frequency_ghz: PositiveFloat = Field(description="core frequency (base, the highest the governor selects), GHz")
+    min_frequency_ghz: PositiveFloat | None = Field(
+        default=None, description="lowest frequency the cpufreq governor can select, GHz (default: no range)")
+    governor: Literal["performance", "powersave", "schedutil"] = Field(
+        default="performance",
+        description="cpufreq governor: performance (highest), powersave (lowest, acpi-cpufreq), schedutil (from utilisation)")
     memory_per_node: Size = Field(gt=0, description="DRAM per node, e.g. 256GiB")
     local_latency_ns: PositiveFloat = Field(description="idle local DRAM latency, ns")
     remote_latency_ns: PositiveFloat | None = Field(default=None, description="idle remote DRAM latency, ns (all remote nodes)")
@@ -95,6 +100,8 @@ class MachineSpec(BaseModel):
         bws = [p[0] for p in self.loaded_latency]
         if any(b2 <= b1 for b1, b2 in zip(bws, bws[1:])):
             raise ValueError("loaded_latency points must have increasing bandwidth")
+        if self.min_frequency_ghz is not None and self.min_frequency_ghz > self.frequency_ghz:
+            raise ValueError("min_frequency_ghz must not exceed frequency_ghz")
         if max(bws) > self.loaded_latency_peak_gbps * 1.0001:
             raise ValueError("loaded_latency bandwidths must not exceed loaded_latency_peak_gbps")
         return self

@@ -18,15 +18,17 @@ from .units import parse_duration
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
 
 
-def build_pods(scenario: Scenario) -> list[PodInstance]:
-    """Expand the scenario's pod specs into instances, in arrival order."""
+def build_pods(scenario: Scenario, variant: Variant | None = None) -> list[PodInstance]:
+    """Expand the pod specs (the variant's, if it changes them) into instances, in arrival order."""
     pods: list[PodInstance] = []
-    for spec in scenario.pods:
+    specs = scenario.pods_of(variant) if variant is not None else scenario.pods
+    profiles = scenario.profiles_of(variant) if variant is not None else scenario.profiles
+    for spec in specs:
         for r in range(spec.replicas):
             name = spec.name if spec.replicas == 1 else f"{spec.name}-{r}"
             pods.append(PodInstance(
                 index=0, name=name, group=spec.name, replica=r, spec=spec,
-                profile=scenario.profiles[spec.profile], arrival_ns=spec.start + r * spec.stagger,
+                profile=profiles[spec.profile], arrival_ns=spec.start + r * spec.stagger,
             ))
     pods.sort(key=lambda p: p.arrival_ns)
     for i, p in enumerate(pods):
@@ -46,9 +48,10 @@ def run_variant(
     duration = scenario.spec.duration if duration_ns is None else duration_ns
     # Common random numbers: every variant gets the same stream for the same seed.
     policy_seq, engine_seq = np.random.SeedSequence(seed).spawn(2)
-    policy = variant.policy(variant.options, scenario.machine, np.random.default_rng(policy_seq))
+    machine = scenario.machine_of(variant)
+    policy = variant.policy(variant.options, machine, np.random.default_rng(policy_seq))
     sim = Simulation(
-        scenario.machine, build_pods(scenario), policy, duration, scenario.spec.warmup,
+        machine, build_pods(scenario, variant), policy, duration, scenario.spec.warmup,
         min(scenario.spec.sample_interval, duration), rng=np.random.default_rng(engine_seq), progress=progress,
     )
     trace = sim.run()

@@ -118,6 +118,10 @@ class VariantSpec(BaseModel):
     label: str | None = Field(default=None, min_length=1, description="name in tables (default: the policy name)")
     policy: str = Field(min_length=1, description="a registered policy (numasim policies)")
     options: dict[str, Any] = Field(default_factory=dict, description="the policy's options (see below)")
+    set: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what differs for this variant only: {dotted path under machine, workloads or pods: value}, e.g. {machine.governor: powersave}",
+    )
 
 
 class ScenarioSpec(BaseModel):
@@ -148,11 +152,15 @@ class ScenarioSpec(BaseModel):
 
 @dataclass(frozen=True)
 class Variant:
-    """A resolved policy variant: label, policy class and validated options."""
+    """A resolved policy variant: label, policy class, validated options and, when its
+    ``set`` changes them, its own machine, workload profiles and pods."""
 
     label: str
     policy: type[Policy]
     options: PolicyOptions
+    machine: Machine | None = None
+    profiles: dict[str, WorkloadProfile] | None = None
+    pods: tuple[PodSpec, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,15 @@ class Scenario:
     @property
     def baseline(self) -> str:
         return self.spec.baseline or self.variants[0].label
+
+    def machine_of(self, v: Variant) -> Machine:
+        return v.machine or self.machine
+
+    def profiles_of(self, v: Variant) -> dict[str, WorkloadProfile]:
+        return v.profiles or self.profiles
+
+    def pods_of(self, v: Variant) -> list[PodSpec]:
+        return list(v.pods) if v.pods is not None else list(self.spec.pods)
 
     def variant(self, label: str) -> Variant:
         for v in self.variants:
@@ -273,7 +290,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     """Apply ``PATH=VALUE`` overrides (``machine.smt=true``, ``pods.0.replicas=4``).
 
     VALUE is parsed as YAML (so ``true``, ``4``, ``[0, 1]``, ``{policy: cfs}`` and
-    ``42GB`` work). An index equal to a list's length appends to it.
+    ``42GB`` work). The index ``-`` (or one equal to the list's length) appends.
     A machine given by preset name is expanded to ``{preset: NAME}`` first so
     that its fields can be overridden.
     """
@@ -282,39 +299,46 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         if "=" not in item:
             raise ScenarioError(Problem("", f"override {item!r} must be PATH=VALUE, e.g. machine.smt=true"), source="--set")
         path, _, raw = item.partition("=")
-        parts = [p for p in path.strip().split(".") if p]
-        if not parts:
+        if not path.strip(". "):
             raise ScenarioError(Problem("", f"override {item!r} has an empty path"), source="--set")
         value = _read_yaml_text(raw, "--set") if raw.strip() else ""
-        if parts[0] == "machine" and len(parts) > 1 and isinstance(data.get("machine"), str):
-            data["machine"] = {"preset": data["machine"]}
-        node: Any = data
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            where = ".".join(parts[: i + 1])
-            if isinstance(node, list):
-                if last and part.isdigit() and int(part) == len(node):
-                    node.append(value)  # PATH.N with N = length appends (e.g. a new policy variant)
-                    continue
-                if not part.isdigit() or int(part) >= len(node):
-                    allowed = ("the list is empty" if not node else
-                               "the list has 1 item (index 0)" if len(node) == 1 else
-                               f"the list has {len(node)} items (indices 0-{len(node) - 1})")
-                    raise ScenarioError(Problem(where, f"no item {part!r}: {allowed}"), source="--set")
-                if last:
-                    node[int(part)] = value
-                else:
-                    node = node[int(part)]
-            elif isinstance(node, dict):
-                if last:
-                    node[part] = value
-                else:
-                    node = node.setdefault(part, {})
-            else:
-                raise ScenarioError(
-                    Problem(".".join(parts[:i]), f"is a value ({node!r}), it has no field {part!r}"), source="--set"
-                )
+        set_path(data, path, value, "--set")
     return data
+
+
+def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
+    """Set the field at dotted ``path`` of scenario data to ``value`` (in place)."""
+    parts = [p for p in path.strip().split(".") if p]
+    if not parts:
+        raise ScenarioError(Problem("", f"override {path!r} has an empty path"), source=source)
+    if parts[0] == "machine" and len(parts) > 1 and isinstance(data.get("machine"), str):
+        data["machine"] = {"preset": data["machine"]}
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if last and (part == "-" or (part.isdigit() and int(part) == len(node))):
+                node.append(value)  # PATH.- (as in JSON Pointer) appends, e.g. a new policy variant
+                continue
+            if not part.isdigit() or int(part) >= len(node):
+                allowed = ("the list is empty" if not node else
+                           "the list has 1 item (index 0)" if len(node) == 1 else
+                           f"the list has {len(node)} items (indices 0-{len(node) - 1})")
+                raise ScenarioError(Problem(where, f"no item {part!r}: {allowed}"), source=source)
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ScenarioError(
+                Problem(".".join(parts[:i]), f"is a value ({node!r}), it has no field {part!r}"), source=source
+            )
 
 
 # ------------------------------------------------------------------ loading
@@ -359,10 +383,19 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         except ValidationError as exc:
             problems.extend(_problems(exc, cls.Options, (f"policies[{i}]", "options")))
             continue
-        if machine is not None:
-            for p in cls.check(opts, machine, list(spec.pods)):
+        own: Scenario | None = None
+        if v.set:
+            own = _variant_scenario(data, i, v, source, problems)
+            if own is None:
+                continue
+        m = own.machine if own is not None else machine
+        if m is not None:
+            for p in cls.check(opts, m, list(own.spec.pods if own is not None else spec.pods)):
                 problems.append(Problem(_fmt_path((f"policies[{i}]", "options")) + (("." + p.path) if p.path else ""), p.message))
-        variants.append(Variant(label, cls, opts))
+        if own is None:
+            variants.append(Variant(label, cls, opts))
+        else:
+            variants.append(Variant(label, cls, opts, own.machine, own.profiles, tuple(own.spec.pods)))
 
     if spec.baseline is not None and spec.baseline not in labels:
         problems.append(Problem("baseline", f"no policy variant is labelled {spec.baseline!r}; labels: {', '.join(sorted(labels))}"))
@@ -391,6 +424,31 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         raise ScenarioError(problems, source=source)
     assert machine is not None
     return Scenario(spec=spec, machine=machine, profiles=profiles, variants=tuple(variants), source=source)
+
+
+_VARIANT_ROOTS = ("machine", "workloads", "pods")
+
+
+def _variant_scenario(data: dict, i: int, v: VariantSpec, source: str, problems: list[Problem]) -> "Scenario | None":
+    """The scenario as variant ``i`` sees it, with its ``set`` applied (or None, with problems)."""
+    sub = copy.deepcopy(data)
+    sub["policies"] = [{"label": v.label or v.policy, "policy": v.policy, "options": v.options}]
+    sub.pop("baseline", None)
+    for path, value in v.set.items():
+        if path.split(".", 1)[0] not in _VARIANT_ROOTS:
+            problems.append(Problem(f"policies[{i}].set.{path}", "only fields under machine, workloads or pods may differ between variants"))
+            return None
+        try:
+            set_path(sub, path, value, source)
+        except ScenarioError as exc:
+            problems.extend(Problem(f"policies[{i}].set.{p.path}", p.message) for p in exc.problems)
+            return None
+    try:
+        return from_dict(sub, source=source)
+    except ScenarioError as exc:
+        problems.extend(Problem(f"policies[{i}].set: {p.path}" if p.path else f"policies[{i}].set", p.message)
+                        for p in exc.problems)
+        return None
 
 
 def _resolve_machine(value: str | dict[str, Any], problems: list[Problem]) -> Machine | None:

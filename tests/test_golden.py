@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import numasim
@@ -51,3 +52,65 @@ def test_pacific_without_memory_intensity_policies_tie():
     res = numasim.run(s, policies=BARE_METAL, workers=0)
     for label in BARE_METAL:
         assert res.relative(label) == pytest.approx(1.0, abs=0.02), label
+
+
+@pytest.fixture(scope="module")
+def autonuma() -> numasim.RunResult:
+    return numasim.run(numasim.load("scenarios/autonuma.yaml"), workers=0)
+
+
+def test_autonuma_balancing_raises_locality_over_time_and_throughput(autonuma):
+    cfs, nb = autonuma.run("cfs"), autonuma.run("cfs+numab")
+    series = [x for x in nb.timeseries["locality"] if x is not None]
+    early, late = np.mean(series[:5]), np.mean(series[-10:])
+    assert late > early + 0.2 and late > 0.95
+    assert nb.locality > cfs.locality + 0.15
+    assert autonuma.relative("cfs+numab") > 1.04
+    assert nb.numa_task_moves > 0 and nb.pages_migrated_bytes > 0 and nb.hinting_faults > 0
+    # numactl bounds what balancing can reach.
+    assert autonuma.relative("cfs+numab") <= autonuma.relative("numactl") + 0.01
+
+
+@pytest.fixture(scope="module")
+def k8s_topology() -> numasim.RunResult:
+    return numasim.run(numasim.load("scenarios/k8s-topology.yaml"), workers=0)
+
+
+def test_k8s_topology_admission(k8s_topology):
+    status = {r.label: {p.name: p.status for p in r.pods} for r in k8s_topology.runs}
+    # Only single-numa-node refuses the 64-CPU pod; every other pod runs everywhere.
+    for label, pods in status.items():
+        rejected = [n for n, s in pods.items() if s == "rejected"]
+        assert rejected == (["analytics"] if label == "static+single-numa-node" else []), label
+    snn = {p.name: p for p in k8s_topology.run("static+single-numa-node").pods}
+    assert snn["analytics"].reason.startswith("TopologyAffinityError")
+    restricted = {p.name: p for p in k8s_topology.run("static+restricted").pods}
+    # The CPU Manager's only hint is both nodes, the Memory Manager's narrowest is one:
+    # the merged best hint is one node, preferred, so restricted admits the pod with
+    # CPUs on both nodes and memory bound to one, as the kubelet's hint merging does.
+    assert restricted["analytics"].placement["nodes"] == [0, 1]
+    assert len(restricted["analytics"].placement["memory_nodes"]) == 1
+    assert len(restricted["db"].placement["memory_nodes"]) == 1
+
+
+def test_k8s_topology_alignment_raises_locality(k8s_topology):
+    loc = {r.label: r.locality for r in k8s_topology.runs}
+    assert loc["static"] > loc["none"] + 0.1
+    assert loc["static+single-numa-node"] > 0.9
+    # Exclusive, aligned CPUs cost the shared pool: fewer pods run, and pinned CPUs idle.
+    assert k8s_topology.relative("static+single-numa-node") < 1.0
+
+
+@pytest.fixture(scope="module")
+def governor() -> numasim.RunResult:
+    return numasim.run(numasim.load("scenarios/governor.yaml"), workers=0)
+
+
+def test_governor_gap_and_what_memory_boundness_hides(governor):
+    slow = governor.relative("container-powersave")
+    slow_cpu = governor.relative("container-powersave-cpu-bound") / governor.relative("vm-performance-cpu-bound")
+    # Frequency falls 2.5x (2.5 -> 1.0 GHz): compute-bound work slows by about that much...
+    assert slow_cpu == pytest.approx(1.0 / 2.5, rel=0.03)
+    # ...while the memory-bound service, whose DRAM stalls do not scale, loses far less.
+    assert 0.5 < slow < 0.8
+    assert governor.relative("container-performance") > slow + 0.15

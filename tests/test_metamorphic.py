@@ -60,3 +60,17 @@ def test_a_smaller_interconnect_hurts_cfs_not_numactl():
                     for g in (30.3, 0.5))
     assert narrow.run("cfs").throughput < wide.run("cfs").throughput * 0.99
     assert narrow.run("numactl").throughput == pytest.approx(wide.run("numactl").throughput, rel=0.005)
+
+
+def test_two_hyperthreads_share_one_core():
+    def run(cpus):
+        data = small_scenario(
+            pods=[{"name": "calc", "threads": 2, "memory": "64MiB", "profile": "cpu-bound"}],
+            policies=[{"label": "ts", "policy": "taskset", "options": {"cpus": [cpus]}}],
+        )
+        data["machine"].update(smt=True, cpu_numbering="block")
+        return run_small(data).run("ts").throughput
+
+    # Block numbering with SMT: CPUs 0-3 are node 0's cores, 8-11 their second threads.
+    siblings, cores = run("0,8"), run("0,1")
+    assert siblings / cores == pytest.approx(1.25 / 2, rel=0.01)  # smt_yield of the preset
