@@ -824,6 +824,7 @@ class Simulation:
             for tid in tids:
                 self._integrate_one(int(tid))
             return
+        tids = np.unique(tids)  # callers may name a thread twice; np.add.at would count it twice
         now = self.now
         dt = (now - self.t_last[tids]).astype(float)
         self.t_last[tids] = now
@@ -895,13 +896,20 @@ class Simulation:
         pod = self.pods[int(self.t_pod[tid])]
         node = int(self.machine.cpu_node[self.t_cpu[tid]])
         left = int(round(nbytes))
+        if pod.status != "running":
+            return
         while plan and left > 0:
             rid, want = plan[0]
             take = min(want, left)
             try:
                 self.memory.allocate(rid, take, node, pod.mempolicy)
             except AllocationFailure as exc:
-                self._kill(pod, f"out of memory: {exc}")
+                # The kernel OOM-kills the pod. Killing it here, in the middle of
+                # integrating one of its threads, would pull that thread from under its
+                # caller: the kill is its own event, right after this one.
+                pod.status = "failing"
+                ev = self.env.timeout(0)
+                ev.callbacks.append(lambda _e, p=pod, r=f"out of memory: {exc}": self._kill(p, r))
                 return
             plan[0][1] -= take
             left -= take
@@ -920,6 +928,8 @@ class Simulation:
         self._reschedule(np.array([tid]))
 
     def _kill(self, pod: PodInstance, reason: str) -> None:
+        if pod.status == "failed":
+            return
         pod.status = "failed"
         pod.reason = reason
         self._event("failed", f"{pod.name}: {reason}")

@@ -62,7 +62,7 @@ def test_kubelet_invariants(data):
         pod = int(trace.thread_pod[tid])
         if pod in exclusive:
             assert cpu in exclusive[pod]
-        elif time >= reconciled and cpu in owner:
+        elif time > reconciled and cpu in owner:
             assert owner[cpu] == pod, f"shared thread {tid} on exclusive CPU {cpu} at {time}"
     # A rejected pod never runs.
     cpu = trace.samples["cpu"][-1]
