@@ -21,8 +21,8 @@ SCENARIO = "scenarios/pacific.yaml"
 LABELS = ("cfs", "numactl", "esxi", "taskset-naive", "taskset-late")
 W = "workloads.java-transactions"
 VARIATIONS: list[tuple[str, str, list[str]]] = [
-    ("burst_ms", "10", ["5", "20"]),
-    ("sleep_ms", "1", ["0.5", "5"]),
+    ("requests", "{ops: 30, think_ms: 1}", ["{ops: 15, think_ms: 1}", "{ops: 60, think_ms: 1}",
+                                            "{ops: 30, think_ms: 0.5}", "{ops: 30, think_ms: 5}"]),
     ("pause_interval_ms", "1000", ["500", "2000"]),
     ("pause_ms", "20", ["10", "40"]),
     ("touch_gbps", "2.0", ["1.0", "4.0"]),

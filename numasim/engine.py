@@ -22,6 +22,7 @@ sleeps, wake-ups and moves make to the load on the memory system.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -104,6 +105,7 @@ class Trace:
     migrations: list[tuple[int, int, int, int]]  # (time, tid, from cpu, to cpu)
     page_moves: list[tuple[int, int, int, int, int]]  # (time, pod, src, dst, bytes)
     quota_log: list[tuple[int, int, float]]  # (period start, pod, CPU ns used in the period)
+    latencies: NDArray[np.int64]  # rows (completion time, pod, response time ns)
     events: list[tuple[int, str, str]]  # (time, kind, text)
     n_events: int
     n_solves: int
@@ -263,7 +265,9 @@ class Simulation:
         self.t_private = np.full(nt, -1, dtype=np.int64)
         self.t_touch_plan: list[list[list[int]]] = [[] for _ in range(nt)]  # [[rid, bytes left], ...]
         self.t_debt = np.zeros(nt)
-        self.t_burst = np.full(nt, np.inf)  # CPU ns left in the current burst
+        self.t_req_left = np.full(nt, np.inf)  # operations left in the current request
+        self.t_req_arrival = np.zeros(nt, dtype=np.int64)  # when the current request arrived
+        self.t_waiting = np.zeros(nt, dtype=bool)  # blocked with no request to serve
         self.t_last = np.zeros(nt, dtype=np.int64)
         self.t_gen = np.zeros(nt, dtype=np.int64)
         self.t_paused = np.zeros(nt, dtype=bool)
@@ -275,8 +279,15 @@ class Simulation:
         self.p_shared = np.array([pr.shared_fraction for pr in prof])
         self.p_touch = np.array([pr.touch_gbps for pr in prof])  # bytes per full-core ns
         self.p_footprint = np.array([pr.cache_footprint_mib * 2**20 for pr in prof])
-        self.p_burst = np.array([pr.burst_ms * 1e6 if pr.burst_ms else np.inf for pr in prof])
-        self.p_sleep = np.array([pr.sleep_ms * 1e6 for pr in prof])
+        reqs = [pr.requests for pr in prof]
+        self.p_req_mode = np.array([0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs])
+        self.p_req_ops = np.array([np.inf if r is None else r.ops for r in reqs])
+        self.p_think = np.array([0.0 if r is None else r.think_ms * 1e6 for r in reqs])
+        self.queue: list[deque[int]] = [deque() for _ in pods]  # open mode: arrival times per pod
+        self._injecting: set[int] = set()
+        self.lat_time: list[int] = []  # request completions: time, pod, response time (ns)
+        self.lat_pod: list[int] = []
+        self.lat_value: list[int] = []
         self.p_waker_pod = np.array([pr.waker == "pod" for pr in prof])
         self.nr = np.zeros(machine.n_cpus, dtype=np.int64)
         # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
@@ -376,6 +387,7 @@ class Simulation:
             migrations=self.migrations,
             page_moves=self.page_moves,
             quota_log=self.quota_log,
+            latencies=np.array([self.lat_time, self.lat_pod, self.lat_value], dtype=np.int64).T.reshape(-1, 3),
             events=self.events,
             n_events=n_events,
             n_solves=self.n_solves,
@@ -472,6 +484,7 @@ class Simulation:
             self._start_thread(tid)
         if prof.pause_interval_ms is not None:
             self.env.process(self._pauses(pod))
+
         if adm.cpu_quota is not None:
             if adm.cpu_quota <= 0:
                 raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
@@ -483,8 +496,6 @@ class Simulation:
         cpu = int(self.policy.place(tid, self.view))
         self._check_place(tid, cpu, "place")
         self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] else WORK
-        if self.t_phase[tid] == WORK:
-            self.t_burst[tid] = self._draw_burst(tid)
         self.t_last[tid] = self.now
         self.placements.append((self.now, tid, cpu))
         if self.q_throttled[self.t_pod[tid]]:
@@ -495,10 +506,64 @@ class Simulation:
         self._enqueue(tid, cpu)
         self._update_cpus([cpu], integrated=True)
         self._dirty = True
+        if self.t_phase[tid] == WORK:
+            self._begin_work(tid)
 
-    def _draw_burst(self, tid: int) -> float:
-        mean = self.p_burst[tid]
-        return float(self.rng.exponential(mean)) if np.isfinite(mean) else np.inf
+    # ------------------------------------------------------------ requests
+    def _begin_work(self, tid: int) -> None:
+        """A thread starts serving requests: the first one (closed) or the queue's (open)."""
+        mode = self.p_req_mode[tid]
+        pod = self.pods[int(self.t_pod[tid])]
+        if mode == 2 and pod.index not in self._injecting and all(self.t_phase[t] == WORK for t in pod.tids):
+            # The injector starts once the service is up: every worker has touched its memory.
+            self._injecting.add(pod.index)
+            self.env.process(self._open_arrivals(pod))
+        if mode == 1:
+            self.t_req_arrival[tid] = self.now
+            self.t_req_left[tid] = self.p_req_ops[tid]
+        elif mode == 2 and not self._take_request(tid):
+            self.t_waiting[tid] = True
+            if self.t_active[tid]:
+                self._block(tid)
+            return
+        self._reschedule(np.array([tid]))
+
+    def _take_request(self, tid: int) -> bool:
+        q = self.queue[int(self.t_pod[tid])]
+        if not q:
+            return False
+        self.t_req_arrival[tid] = q.popleft()
+        self.t_req_left[tid] = self.p_req_ops[tid]
+        return True
+
+    def _complete(self, tid: int) -> None:
+        """The thread finished its request: record the response time, then think or take the next."""
+        p = int(self.t_pod[tid])
+        self.lat_time.append(self.now)
+        self.lat_pod.append(p)
+        self.lat_value.append(self.now - int(self.t_req_arrival[tid]))
+        self.t_req_left[tid] = np.inf
+        if self.p_req_mode[tid] == 2 and self._take_request(tid):
+            self._reschedule(np.array([tid]))
+            return
+        self.t_waiting[tid] = True
+        self._block(tid)
+        if self.p_req_mode[tid] == 1:
+            think = max(int(self.rng.exponential(self.p_think[tid])), 1) if self.p_think[tid] > 0 else 1
+            ev = self.env.timeout(think)
+            ev.callbacks.append(lambda _e, t=tid: self._wake(t))
+
+    def _open_arrivals(self, pod: PodInstance):
+        """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""
+        rate = pod.profile.requests.rate_per_s / 1e9  # per ns
+        q = self.queue[pod.index]
+        while pod.status == "running":
+            yield self.env.timeout(max(int(self.rng.exponential(1.0 / rate)), 1))
+            q.append(self.now)
+            idle = [t for t in pod.tids if self.t_waiting[t] and self.t_phase[t] == WORK
+                    and not self.t_paused[t] and not self.t_held[t] and not self.t_active[t]]
+            if idle:
+                self._wake(idle[int(self.rng.integers(len(idle)))])
 
     # ----------------------------------------------------------- checks
     def _check_cpus(self, cpus: frozenset[int] | None, decision: object) -> None:
@@ -616,14 +681,10 @@ class Simulation:
             else:
                 self._reschedule(np.array([tid]))
             return
-        if self.t_burst[tid] > 1.0:
+        if self.t_req_left[tid] > 1e-6:
             self._reschedule(np.array([tid]))
             return
-        # The burst is over: the thread blocks until another thread wakes it.
-        self._block(tid)
-        sleep = max(int(self.rng.exponential(self.p_sleep[tid])), 1)
-        ev = self.env.timeout(sleep)
-        ev.callbacks.append(lambda _e, t=tid: self._wake(t))
+        self._complete(tid)
 
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue; an idle CPU then asks the policy for work."""
@@ -662,6 +723,15 @@ class Simulation:
             others = [t for t in pod.tids if t != tid and self.t_active[t]]
             if others:
                 waker = int(self.t_cpu[others[int(self.rng.integers(len(others)))]])
+        if self.t_waiting[tid]:
+            # A new request: after a think time (closed), or the next in the queue (open).
+            if self.p_req_mode[tid] == 2:
+                if not self._take_request(tid):
+                    return
+            else:
+                self.t_req_arrival[tid] = self.now
+                self.t_req_left[tid] = self.p_req_ops[tid]
+            self.t_waiting[tid] = False
         cpu = int(self.policy.wake(tid, waker, self.view))
         self._check_place(tid, cpu, "wake")
         prev = int(self.t_cpu[tid])
@@ -669,7 +739,6 @@ class Simulation:
         self._integrate(np.concatenate([[tid], self._on_cpus([cpu])]))
         if cpu != prev:
             self._charge_move(tid, prev, cpu)
-        self.t_burst[tid] = self._draw_burst(tid)
         if self.q_throttled[self.t_pod[tid]]:
             self.t_cpu[tid] = cpu
             self.t_held[tid] = True
@@ -837,7 +906,6 @@ class Simulation:
         self.c_cpu[tids] += cpu_ns
         self.c_wait[tids] += (1.0 - share) * dt
         np.add.at(self.c_cpu_busy, self.t_cpu[tids], cpu_ns)
-        self.t_burst[tids] -= cpu_ns
         work = self.r_cap[tids] * dt
         pay = np.minimum(self.t_debt[tids], work)
         self.t_debt[tids] -= pay
@@ -848,6 +916,7 @@ class Simulation:
             rt = tids[run]
             ops = work[run] / self.r_tau[rt]
             self.c_ops[rt] += ops
+            self.t_req_left[rt] -= ops
             miss = ops * self.p_misses[rt]
             self.c_miss[rt] += miss
             self.c_miss_local[rt] += miss * self.r_local[rt]
@@ -872,7 +941,6 @@ class Simulation:
         self.c_cpu[tid] += cpu_ns
         self.c_wait[tid] += (1.0 - share) * dt
         self.c_cpu_busy[self.t_cpu[tid]] += cpu_ns
-        self.t_burst[tid] -= cpu_ns
         work = float(self.r_cap[tid]) * dt
         debt = float(self.t_debt[tid])
         if debt > 0.0:
@@ -883,6 +951,7 @@ class Simulation:
         if phase == WORK:
             ops = work / float(self.r_tau[tid])
             self.c_ops[tid] += ops
+            self.t_req_left[tid] -= ops
             miss = ops * float(self.p_misses[tid])
             if miss > 0.0:
                 self.c_miss[tid] += miss
@@ -919,13 +988,12 @@ class Simulation:
 
     def _finish_touch(self, tid: int) -> None:
         self.t_phase[tid] = WORK
-        self.t_burst[tid] = self._draw_burst(tid)
         pod = self.pods[int(self.t_pod[tid])]
         if pod.profile.touch == "main" and tid == pod.tids[0]:
             for other in pod.tids[1:]:
                 self._start_thread(other)
         self._solve()
-        self._reschedule(np.array([tid]))
+        self._begin_work(tid)
 
     def _kill(self, pod: PodInstance, reason: str) -> None:
         if pod.status == "failed":
@@ -1012,8 +1080,10 @@ class Simulation:
             if self.t_phase[tid] == TOUCH:
                 left = sum(p[1] for p in self.t_touch_plan[tid])
                 eta = (self.t_debt[tid] + left * self.r_tau[tid] / LINE) / cap if cap > 0 else np.inf
+            elif np.isfinite(self.t_req_left[tid]) and cap > 0:
+                eta = (self.t_debt[tid] + max(self.t_req_left[tid], 0.0) * self.r_tau[tid]) / cap
             else:
-                eta = self.t_burst[tid] / share if share > 0 else np.inf
+                eta = np.inf
             if not np.isfinite(eta):
                 continue
             heapq.heappush(self._heap, (self.now + max(int(np.ceil(eta)), 1), tid, int(self.t_gen[tid])))
@@ -1142,6 +1212,9 @@ class Simulation:
         self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self._set_tau(alive)
+        serving = alive[self.t_active[alive] & np.isfinite(self.t_req_left[alive])]
+        if serving.size:
+            self._reschedule(serving)  # times per operation changed: so do request completions
 
     def _flow_traffic(self, flow: dict, node: NDArray, link: NDArray) -> None:
         d: MigratePages = flow["d"]

@@ -33,6 +33,7 @@ class PodMetrics:
     cross_node_migrations: int
     pages_migrated_bytes: int
     throttled_seconds: float
+    latency: dict[str, float] | None
     memory_per_node_bytes: list[int]
     placement: dict = field(default_factory=dict)
 
@@ -54,6 +55,7 @@ class Metrics:
     numa_task_moves: int
     kernel_cpu_seconds: float
     throttled_seconds: float
+    latency: dict[str, float] | None
     pods: list[PodMetrics]
     timeseries: dict[str, list]
     events: list[tuple[float, str, str]]
@@ -62,6 +64,26 @@ class Metrics:
     rate_solves: int
     seeds: list[int] = field(default_factory=list)
     replicates: list[dict[str, float | None]] = field(default_factory=list)
+
+
+PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p99_ms": 99.0, "p999_ms": 99.9}
+
+
+def latency_summary(values_ns: np.ndarray, window_s: float) -> dict[str, float] | None:
+    """Response-time statistics (ms) of the requests completed in a window, or None if none were."""
+    if values_ns.size == 0:
+        return None
+    ms = values_ns / 1e6
+    out = {"requests": float(values_ns.size), "requests_per_s": float(values_ns.size / window_s), "mean_ms": float(ms.mean())}
+    out.update({k: float(np.percentile(ms, q)) for k, q in PERCENTILES.items()})
+    return out
+
+
+def _mean_latency(items: list[dict | None]) -> dict[str, float] | None:
+    rows = [x for x in items if x is not None]
+    if not rows:
+        return None
+    return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
 
 
 def _mean(values: list) -> float | None:
@@ -91,6 +113,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
             cross_node_migrations=int(round(np.mean([p.cross_node_migrations for p in rows]))),
             pages_migrated_bytes=int(round(np.mean([p.pages_migrated_bytes for p in rows]))),
             throttled_seconds=float(np.mean([p.throttled_seconds for p in rows])),
+            latency=_mean_latency([p.latency for p in rows]),
             memory_per_node_bytes=pod.memory_per_node_bytes,
             placement=pod.placement,
         ))
@@ -114,6 +137,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         numa_task_moves=int(round(np.mean([r.numa_task_moves for r in runs]))),
         kernel_cpu_seconds=float(np.mean([r.kernel_cpu_seconds for r in runs])),
         throttled_seconds=float(np.mean([r.throttled_seconds for r in runs])),
+        latency=_mean_latency([r.latency for r in runs]),
         pods=pods, timeseries=series, events=first.events, window_s=first.window_s,
         sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
         seeds=list(seeds),
@@ -141,6 +165,9 @@ def summarize(trace: Trace, label: str) -> Metrics:
     moves, xmoves = delta("moves"), delta("xmoves")
     pages = delta("pages_moved")
     throttled = delta("throttled")
+    lat_all = trace.latencies
+    in_window = (lat_all[:, 0] >= t[i0]) & (lat_all[:, 0] <= t[i1]) if lat_all.size else np.zeros(0, dtype=bool)
+    lat, lat_pod = (lat_all[in_window, 2], lat_all[in_window, 1]) if lat_all.size else (np.zeros(0), np.zeros(0))
     busy = delta("cpu_busy")
     pod_mem = s["pod_memory"][i1]
     pods: list[PodMetrics] = []
@@ -160,6 +187,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
             cross_node_migrations=int(xmoves[tids].sum()) if tids else 0,
             pages_migrated_bytes=int(pages[pod.index]),
             throttled_seconds=float(throttled[pod.index] / 1e9),
+            latency=latency_summary(lat[lat_pod == pod.index], win_s),
             memory_per_node_bytes=[int(x) for x in pod_mem[pod.index]],
             placement=dict(adm.info) if adm is not None else {},
         ))
@@ -195,6 +223,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
         numa_task_moves=int(delta("numa_moves").sum()),
         kernel_cpu_seconds=float(delta("kernel").sum() / 1e9),
         throttled_seconds=float(throttled.sum() / 1e9),
+        latency=latency_summary(lat, win_s),
         pods=pods,
         timeseries=timeseries,
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],

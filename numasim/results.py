@@ -31,6 +31,7 @@ class RunResult:
     baseline: str
     runs: list[Metrics]
     traces: dict[str, Trace] = field(default_factory=dict, repr=False)
+    sla: dict[str, dict] = field(default_factory=dict)
 
     def run(self, label: str) -> Metrics:
         """The run with ``label``."""
@@ -79,6 +80,7 @@ class RunResult:
             d = asdict(r)
             d["relative_throughput"] = self.relative(r.label)
             d["spread"] = self.spread(r.label)
+            d["sla"] = self.sla.get(r.label)
             d["window_s"] = list(r.window_s)
             d["events"] = [{"time_s": t, "kind": k, "text": x} for t, k, x in r.events]
             runs.append(d)
@@ -97,6 +99,8 @@ class RunResult:
                 "relative_throughput": self.relative(r.label),
                 "locality": r.locality,
                 **self.spread(r.label),
+                "p99_ms": (r.latency or {}).get("p99_ms"),
+                "critical_rate": (self.sla.get(r.label) or {}).get("critical"),
                 "cpu_utilisation": r.cpu_utilisation,
                 "runqueue_wait": r.runqueue_wait,
                 "migrations": r.migrations,

@@ -13,6 +13,7 @@ from .errors import Problem, ScenarioError
 from .metrics import Metrics, combine, summarize
 from .results import RunResult
 from .scenario import Scenario, Variant
+from .sla import PERCENTILE_KEYS, ladder_variant, score
 from .units import parse_duration
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
@@ -78,6 +79,18 @@ def _worker(args):
     return run_variant(scenario, scenario.variant(label), seed, duration)
 
 
+def _sla_worker(args):
+    """One rung of the SLA ladder: the variant open-loop at ``level`` x its closed-loop rate."""
+    scenario, label, level, saturated, seed, duration = args
+    variant = ladder_variant(scenario, scenario.variant(label), saturated, level)
+    if variant is None:
+        return label, level, None, None
+    metrics, _ = run_variant(scenario, variant, seed, duration)
+    offered = level * sum(p.latency["requests_per_s"] for p in saturated.pods if p.latency is not None)
+    key = PERCENTILE_KEYS[scenario.spec.sla.percentile]
+    return label, level, offered, (metrics.latency or {}).get(key)
+
+
 def run(
     scenario: Scenario,
     policies: list[str] | None = None,
@@ -85,6 +98,7 @@ def run(
     duration: str | int | None = None,
     workers: int = 1,
     on_done: Callable[[str], None] | None = None,
+    with_sla: bool = True,
 ) -> RunResult:
     """Run the scenario's policy variants and collect the results.
 
@@ -102,7 +116,9 @@ def run(
     workers
         Processes to run variants in; ``0`` means one per CPU.
     on_done
-        Called with a variant's label each time one of its replications finishes.
+        Called with a variant's label each time one of its runs finishes.
+    with_sla
+        Run the scenario's SLA search (``sla:``), if it has one.
     """
     variants = select_variants(scenario, policies)
     dur_ns = None
@@ -138,6 +154,10 @@ def run(
     for v in variants:
         runs = [done[(v.label, sd)][0] for sd in seeds]
         results[v.label] = (combine(runs, seeds), done[(v.label, seeds[0])][1])
+    sla = {}
+    if scenario.spec.sla is not None and with_sla:
+        sla = _sla(scenario, variants, {v.label: done[(v.label, seeds[0])][0] for v in variants},
+                   seeds[0], dur_ns, workers, on_done)
     spec = scenario.spec
     meta = {
         "name": spec.name,
@@ -154,7 +174,43 @@ def run(
         baseline=scenario.baseline,
         runs=[results[v.label][0] for v in variants],
         traces={v.label: results[v.label][1] for v in variants},
+        sla=sla,
     )
+
+
+def _sla(scenario: Scenario, variants: list[Variant], saturated: dict[str, Metrics], seed: int,
+         dur_ns: int | None, workers: int, on_done) -> dict[str, dict]:
+    """Run the SLA ladder of every variant and score it (see numasim.sla)."""
+    spec = scenario.spec.sla
+    assert spec is not None
+    jobs = [(scenario, v.label, lv, saturated[v.label], seed, dur_ns) for v in variants for lv in sorted(spec.levels)]
+    if workers == 1 or not _picklable(variants):
+        rungs = []
+        for job in jobs:
+            rungs.append(_sla_worker(job))
+            if on_done:
+                on_done(job[1])
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_sla_worker, job) for job in jobs]
+            rungs = []
+            for job, fut in zip(jobs, futures):
+                rungs.append(fut.result())
+                if on_done:
+                    on_done(job[1])
+    out: dict[str, dict] = {}
+    for v in variants:
+        curve = [(offered, p) for label, _lv, offered, p in rungs if label == v.label and offered is not None]
+        if not curve:
+            continue
+        out[v.label] = {
+            "percentile": spec.percentile,
+            "targets_ms": list(spec.targets_ms),
+            "curve": [{"level": lv, "rate": offered, "latency_ms": p}
+                      for label, lv, offered, p in rungs if label == v.label and offered is not None],
+            **score(curve, list(spec.targets_ms)),
+        }
+    return out
 
 
 def _picklable(variants: list[Variant]) -> bool:

@@ -15,7 +15,7 @@ import typing
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -37,6 +37,7 @@ __all__ = [
     "load_preset",
     "policy_defaults",
     "machine_preset",
+    "SlaSpec",
 ]
 
 Duration = Annotated[int, BeforeValidator(parse_duration)]
@@ -124,6 +125,20 @@ class VariantSpec(BaseModel):
     )
 
 
+class SlaSpec(BaseModel):
+    """The SLA search of a scenario (``sla:``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets_ms: list[float] = Field(min_length=1, description="response-time targets, ms (SPECjbb: 10, 25, 50, 75, 100)")
+    percentile: Literal["p50", "p90", "p99", "p99.9"] = Field(default="p99", description="the percentile held under each target")
+    levels: list[float] = Field(
+        default_factory=lambda: [0.5, 0.7, 0.85, 0.95],
+        min_length=2,
+        description="injection rates to try, as fractions of the rate each pod reached closed-loop",
+    )
+
+
 class ScenarioSpec(BaseModel):
     """The top level of a scenario file (see docs/scenarios.md)."""
 
@@ -144,6 +159,7 @@ class ScenarioSpec(BaseModel):
     warmup: Duration = Field(default=parse_duration("20s"), ge=0, description="start of the measurement window")
     sample_interval: Duration = Field(default=parse_duration("1s"), gt=0, description="interval of the time series")
     seed: int = Field(default=1, ge=0, le=2**63 - 1, description="random seed")
+    sla: SlaSpec | None = Field(default=None, description="the SLA search over injection rates (see SLA); none: no search")
     replications: int = Field(
         default=1, ge=1, le=1000,
         description="runs per variant, with seeds seed, seed+1, ...; results are their means, relative throughput pairs equal seeds",

@@ -11,14 +11,41 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from .units import parse_duration, parse_size
 
-__all__ = ["WorkloadProfile", "PodSpec", "Resources"]
+__all__ = ["WorkloadProfile", "RequestSpec", "PodSpec", "Resources"]
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 Duration = Annotated[int, BeforeValidator(parse_duration)]
+
+
+class RequestSpec(BaseModel):
+    """Requests: units of work whose response time is measured.
+
+    ``closed``: every thread is a client that issues a request of ``ops``
+    operations, works it off, then thinks (blocks) for an exponentially
+    distributed ``think_ms`` before the next one. ``open``: requests of ``ops``
+    operations arrive at each pod as a Poisson stream of ``rate_per_s``; the
+    pod's threads are workers that take them first come, first served, and
+    block while the queue is empty. A request's response time runs from its
+    arrival (the end of the think time) to its completion, so run-queue waits,
+    memory locality and bandwidth contention all show up in it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["closed", "open"] = Field(default="closed", description="closed: threads are clients; open: Poisson arrivals")
+    ops: float = Field(gt=0, description="work per request, in operations")
+    think_ms: float = Field(default=1.0, ge=0, description="closed: mean think time between a response and the next request")
+    rate_per_s: float | None = Field(default=None, gt=0, description="open: requests per second arriving at each pod")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RequestSpec":
+        if self.mode == "open" and self.rate_per_s is None:
+            raise ValueError("open requests need rate_per_s")
+        return self
 
 
 class WorkloadProfile(BaseModel):
@@ -46,11 +73,10 @@ class WorkloadProfile(BaseModel):
         description="who first touches the shared memory at start-up: every thread its share, or the first thread all of it",
     )
     touch_gbps: float = Field(default=2.0, gt=0, description="GB/s one thread writes when it first touches its memory")
-    burst_ms: float | None = Field(
-        default=None, gt=0,
-        description="mean CPU time a thread runs before it blocks (exponential); none: never blocks",
+    requests: RequestSpec | None = Field(
+        default=None,
+        description="how the threads' work arrives in requests (see Requests); none: the threads never block",
     )
-    sleep_ms: float = Field(default=1.0, gt=0, description="mean time a blocked thread sleeps before it is woken")
     waker: Literal["pod", "timer"] = Field(
         default="pod", description="who wakes a blocked thread: another thread of its pod, or a timer on its own CPU"
     )

@@ -23,7 +23,7 @@ def test_numa_balancing_on_a_cpu_only_workload_costs_under_one_percent():
 def test_numa_balancing_gathers_a_process_on_its_memory():
     # One process whose heap its main thread touched on one node; its workers spread.
     data = small_scenario(
-        workloads={"pre": {"base": "java-transactions", "touch": "main", "burst_ms": None,
+        workloads={"pre": {"base": "java-transactions", "touch": "main", "requests": None,
                            "pause_interval_ms": None, "touch_gbps": 8.0}},
         pods=[{"name": "jvm", "replicas": 2, "threads": 4, "memory": "4GiB", "profile": "pre"}],
         policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numab", "policy": "cfs", "options": {"numa_balancing": True}}],
@@ -42,7 +42,7 @@ def test_numa_balancing_gathers_a_process_on_its_memory():
 
 def test_the_old_kernels_migration_rate_limit_slows_page_migration():
     base = dict(
-        workloads={"pre": {"base": "java-transactions", "touch": "main", "burst_ms": None,
+        workloads={"pre": {"base": "java-transactions", "touch": "main", "requests": None,
                            "pause_interval_ms": None, "touch_gbps": 8.0}},
         pods=[{"name": "jvm", "replicas": 2, "threads": 4, "memory": "4GiB", "profile": "pre"}],
         duration="10s", warmup="2s",

@@ -46,7 +46,7 @@ def scenarios(draw):
     return {
         "name": "prop", "machine": machine, "seed": draw(st.integers(0, 2**32)),
         "workloads": {
-            "java": {"base": "java-transactions", "touch_gbps": 4.0, "burst_ms": 20, "sleep_ms": 3},
+            "java": {"base": "java-transactions", "touch_gbps": 4.0, "requests": {"mode": "closed", "ops": 40, "think_ms": 3}},
             "stream": {"base": "stream"},
             "cpu-bound": {"base": "cpu-bound"},
         },

@@ -1,0 +1,73 @@
+"""Request latency and SLA scores."""
+
+from __future__ import annotations
+
+import pytest
+
+import numasim
+from numasim.sla import score
+
+from .conftest import run_small, small_scenario
+
+OVERCOMMITTED = dict(
+    pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "java"}],
+    duration="8s",
+    warmup="3s",
+    policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}],
+)
+
+
+def test_response_times_are_recorded_and_ordered():
+    res = run_small(small_scenario(**OVERCOMMITTED))
+    lat = res.run("cfs").latency
+    assert lat is not None and lat["requests"] > 100
+    assert lat["p50_ms"] <= lat["p90_ms"] <= lat["p99_ms"] <= lat["p999_ms"]
+    # 30 operations of at least 100 us of compute each: no response can be faster than 3 ms.
+    assert lat["p50_ms"] > 3.0
+    # Requests per second and operations per second agree (30 operations per request).
+    assert lat["requests_per_s"] * 30 == pytest.approx(res.run("cfs").throughput, rel=0.05)
+
+
+def test_workloads_without_requests_have_no_latency():
+    data = small_scenario(**OVERCOMMITTED)
+    data["workloads"]["java"]["requests"] = None
+    res = run_small(data)
+    assert res.run("cfs").latency is None
+
+
+def test_higher_remote_latency_raises_cfs_p99():
+    def p99(remote: float) -> float:
+        data = small_scenario(**OVERCOMMITTED)
+        data["machine"]["remote_latency_ns"] = remote
+        return run_small(data).run("cfs").latency["p99_ms"]
+
+    assert p99(250.0) > p99(110.0) * 1.05
+
+
+def test_open_loop_latency_grows_with_the_injection_rate():
+    def p90(rate: float) -> float:
+        data = small_scenario(**OVERCOMMITTED)
+        data["workloads"]["java"]["requests"] = {"mode": "open", "ops": 30, "rate_per_s": rate}
+        return run_small(data).run("numactl").latency["p90_ms"]
+
+    assert p90(100.0) > p90(40.0)
+
+
+def test_score_interpolates_the_highest_rate_under_each_target():
+    curve = [(100.0, 10.0), (200.0, 20.0), (300.0, 60.0)]
+    s = score(curve, [5.0, 20.0, 40.0, 100.0])
+    assert s["max_rate"] == {"5": None, "20": 200.0, "40": 250.0, "100": 300.0}
+    assert s["targets_met"] == 3
+    assert s["critical"] == pytest.approx((200.0 * 250.0 * 300.0) ** (1 / 3))
+
+
+def test_sla_search_ranks_a_local_policy_higher():
+    data = small_scenario(**OVERCOMMITTED, sla={"targets_ms": [50, 100, 200], "levels": [0.5, 0.8, 0.95]})
+    res = numasim.run(numasim.from_dict(data))
+    cfs, numactl = res.sla["cfs"], res.sla["numactl"]
+    assert len(cfs["curve"]) == 3 and cfs["percentile"] == "p99"
+    rates = [pt["rate"] for pt in cfs["curve"]]
+    assert rates == sorted(rates)
+    assert numactl["critical"] > cfs["critical"]
+    doc = res.to_json()
+    assert doc["runs"][0]["sla"]["critical"] == cfs["critical"]
