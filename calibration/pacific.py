@@ -21,12 +21,15 @@ import argparse
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+import yaml
 from scipy.optimize import brentq
 
 import numasim
 from numasim.runner import run_variant
 
 SCENARIO = "scenarios/pacific.yaml"
+with open(SCENARIO, encoding="utf-8") as _fh:
+    ESXI = [v.get("label", v["policy"]) for v in yaml.safe_load(_fh)["policies"]].index("esxi")
 
 
 def _throughput(args: tuple[str, int, float, float]) -> float:
@@ -34,7 +37,7 @@ def _throughput(args: tuple[str, int, float, float]) -> float:
     sets = [
         "workloads.java-transactions.base=java-transactions",
         f"workloads.java-transactions.llc_misses_per_op={misses}",
-        f"policies.1.options.memory_overhead={mem_over}",
+        f"policies.{ESXI}.options.memory_overhead={mem_over}",
     ]
     s = numasim.load(SCENARIO, sets)
     metrics, _ = run_variant(s, s.variant(label), seed=seed)

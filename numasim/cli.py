@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -39,9 +40,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
     r.add_argument("--duration", help="simulated time, e.g. 30s (default: the scenario's)")
     r.add_argument("--json", metavar="FILE", help="write the results as JSON (schema numasim.result/1)")
+    r.add_argument("--report", metavar="FILE", help="write an HTML report: one self-contained page of plotly figures "
+                   "(summary, per pod, per-CPU timeline, memory per node, over time, request latency); works offline")
+    r.add_argument("--csv", metavar="FILE", help="write one CSV row per variant and pod: the pod columns "
+                   "(label, policy, name, group, status, reason, throughput, locality, cpu_seconds, ...; latency_p99_ms "
+                   "and the other latency_* statistics for request-driven pods), then the variant's columns prefixed "
+                   "run_ (run_throughput, run_relative_throughput, run_locality, ...)")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field, e.g. machine.smt=true or pods.0.replicas=4")
     r.add_argument("--workers", type=int, default=0, help="processes for policy variants (default: one per CPU)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
+    r.add_argument("--no-sla", action="store_true", help="skip the scenario's SLA search over injection rates (faster)")
 
     v = sub.add_parser("validate", help="check a scenario file and report every problem")
     v.add_argument("scenario")
@@ -62,8 +70,15 @@ def _table(result: RunResult) -> Table:
                     f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']}"
                     + (f", mean ± sd of {result.scenario['replications']} seeds" if result.scenario["replications"] > 1 else "")
                     + ")")
-    for col, just in (("policy", "left"), ("ops/s", "right"), ("relative", "right"), ("locality", "right"),
-                      ("migrations", "right"), ("cross-node", "right"), ("CPU util", "right"), ("rejected", "right")):
+    cols = [("policy", "left"), ("ops/s", "right"), ("relative", "right"), ("locality", "right")]
+    with_latency = any(r.latency for r in result.runs)
+    if with_latency:
+        cols.append(("p99 ms", "right"))
+    if result.sla:
+        pct = next(iter(result.sla.values()))["percentile"]
+        cols.append((f"SLA req/s ({pct})", "right"))
+    cols += [("migrations", "right"), ("cross-node", "right"), ("CPU util", "right"), ("rejected", "right")]
+    for col, just in cols:
         t.add_column(col, justify=just)
     for r in result.runs:
         rel = result.relative(r.label)
@@ -74,12 +89,20 @@ def _table(result: RunResult) -> Table:
             f"{r.throughput:,.0f}",
             _fmt(rel, ".3f") + (f" ± {sd['relative_throughput_sd']:.3f}" if sd["relative_throughput_sd"] else ""),
             _fmt(r.locality, ".3f") + (f" ± {sd['locality_sd']:.3f}" if sd["locality_sd"] else ""),
+            *([_fmt((r.latency or {}).get("p99_ms"), ".1f")] if with_latency else []),
+            *([_sla_cell(result.sla.get(r.label))] if result.sla else []),
             f"{r.migrations:,}",
             f"{r.cross_node_migrations:,}",
             f"{r.cpu_utilisation:.0%}",
             str(rejected),
         )
     return t
+
+
+def _sla_cell(sla: dict | None) -> str:
+    if not sla or sla["critical"] is None:
+        return "-"
+    return f"{sla['critical']:,.0f} ({sla['targets_met']}/{len(sla['targets_ms'])})"
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -105,23 +128,64 @@ def _write_json(path: str, data: dict) -> None:
         raise
 
 
+def _pods_csv(result: RunResult) -> str:
+    """One row per variant and pod: ``pods_frame()`` joined with the variant's ``to_frame()`` columns as ``run_*``.
+
+    A pod's ``latency`` statistics (a dict, or None without requests) become ``latency_*`` columns.
+    """
+    import pandas as pd
+
+    pods = result.pods_frame()
+    if "latency" in pods.columns:
+        lat = pd.DataFrame([d or {} for d in pods.pop("latency")], index=pods.index).add_prefix("latency_")
+        pods = pods.join(lat)
+    runs = result.to_frame().drop(columns=["policy"]).add_prefix("run_").rename(columns={"run_label": "label"})
+    frame = pods.merge(runs, on="label", how="left", validate="many_to_one")
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def _write_text(flag: str, path: str, text: str) -> None:
+    """Write atomically, as :func:`_write_json` does: a temporary file in the same folder, then a rename."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    # Not mkstemp: its file is private (0600); a table is made to be shared, so the umask decides.
+    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fh = open(tmp, "x", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise NumasimError(f"{flag} {path}: cannot write in folder {folder}: {exc.strerror or exc}") from None
+    try:
+        with fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise NumasimError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+        raise
+
+
 def _cmd_run(args, out: Console, err: Console) -> int:
     scenario = load(args.scenario, args.set)
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
-    if args.json:
-        folder = Path(args.json).parent
-        if str(folder) and not folder.is_dir():
-            raise NumasimError(f"--json {args.json}: folder {folder} does not exist")
-        if Path(args.json).is_dir():
-            raise NumasimError(f"--json {args.json}: is a directory, expected a file name")
-    total = len(select_variants(scenario, args.policy)) * scenario.spec.replications
+    for flag, target in (("--json", args.json), ("--report", args.report), ("--csv", args.csv)):
+        if target:
+            folder = Path(target).parent
+            if str(folder) and not folder.is_dir():
+                raise NumasimError(f"{flag} {target}: folder {folder} does not exist")
+            if Path(target).is_dir():
+                raise NumasimError(f"{flag} {target}: is a directory, expected a file name")
+    sla = scenario.spec.sla is not None and not args.no_sla
+    total = len(select_variants(scenario, args.policy)) * (
+        scenario.spec.replications + (len(scenario.spec.sla.levels) if sla else 0))
     show = not args.quiet and err.is_terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
                   TimeElapsedColumn(), console=err, transient=True, disable=not show) as progress:
         task = progress.add_task(f"simulating {scenario.name}", total=total)
         result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
-                     workers=args.workers, on_done=lambda _l: progress.advance(task))
+                     workers=args.workers, with_sla=not args.no_sla, on_done=lambda _l: progress.advance(task))
     out.print(_table(result))
     for r in result.runs:
         for p in r.pods:
@@ -130,6 +194,17 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     if args.json:
         _write_json(args.json, result.to_json())
         out.print(f"wrote {args.json}")
+    if args.csv:
+        _write_text("--csv", args.csv, _pods_csv(result))
+        out.print(f"wrote {args.csv}")
+    if args.report:
+        from .report import write_html  # plotly is imported only when a report is asked for
+
+        try:
+            write_html(result, args.report)
+        except NumasimError as exc:
+            raise NumasimError(f"--report {exc}") from None
+        out.print(f"wrote {args.report}")
     return 0
 
 

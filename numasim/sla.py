@@ -6,9 +6,9 @@ high-bound injection rate). Then each request-driven pod is driven open-loop, at
 Poisson arrival rates that are fractions (``levels``) of the rate it reached
 there, and the chosen percentile of the response time is measured at each
 level. For each target, the highest rate whose percentile stays under it is
-found by linear interpolation between the levels that bracket the target (the
-documented search over the injection rate); the critical throughput is the
-geometric mean of those rates over the targets met at some level.
+found by linear interpolation between the levels that bracket the target, on the
+measured curve made non-decreasing (a finite window's p99 is noisy); the critical
+throughput is the geometric mean of those rates over the targets met at some level.
 """
 
 from __future__ import annotations
@@ -49,12 +49,33 @@ def ladder_variant(scenario: Scenario, variant: Variant, saturated: Metrics, lev
     return replace(variant, profiles=profiles)
 
 
+def _monotone(values: list[float]) -> list[float]:
+    """The closest non-decreasing sequence (pool-adjacent-violators, equal weights).
+
+    A tail percentile measured in a finite window is noisy (a garbage-collection
+    pause more or less moves a p99); response time cannot really fall as the
+    injection rate rises, so the curve is made monotone before it is searched.
+    """
+    blocks: list[list[float]] = []
+    for v in values:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, n1), (m2, n2) = blocks[-2], blocks[-1]
+            blocks[-2:] = [[(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2]]
+    out: list[float] = []
+    for mean, n in blocks:
+        out += [mean] * int(n)
+    return out
+
+
 def score(curve: list[tuple[float, float | None]], targets_ms: list[float]) -> dict:
     """Highest rate meeting each target, and their geometric mean.
 
-    ``curve`` holds (requests per second, percentile in ms or None) in rising rate.
+    ``curve`` holds (requests per second, percentile in ms or None). The
+    percentiles are first made non-decreasing in the rate (:func:`_monotone`).
     """
-    pts = [(r, p) for r, p in sorted(curve) if p is not None]
+    raw = [(r, p) for r, p in sorted(curve) if p is not None]
+    pts = list(zip([r for r, _ in raw], _monotone([p for _, p in raw])))
     best: dict[str, float | None] = {}
     for target in targets_ms:
         value = None

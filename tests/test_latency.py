@@ -71,3 +71,10 @@ def test_sla_search_ranks_a_local_policy_higher():
     assert numactl["critical"] > cfs["critical"]
     doc = res.to_json()
     assert doc["runs"][0]["sla"]["critical"] == cfs["critical"]
+
+
+def test_score_smooths_a_noisy_curve_before_searching_it():
+    # p99 dips at the middle rate (noise): the monotone fit pools the first two at 48 ms.
+    s = score([(100.0, 56.0), (200.0, 40.0), (300.0, 70.0)], [50.0, 60.0])
+    assert s["max_rate"]["50"] == pytest.approx(200.0 + 100.0 * 2.0 / 22.0)
+    assert s["max_rate"]["60"] == pytest.approx(200.0 + 100.0 * 12.0 / 22.0)

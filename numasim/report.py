@@ -1,0 +1,341 @@
+"""Plotly figures and a self-contained HTML page from a :class:`~numasim.results.RunResult`.
+
+Library code: it returns figures and writes files; it never shows a figure or
+prints (house rule 10).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import secrets
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from . import __version__
+from .engine import Trace
+from .errors import NumasimError
+from .results import RunResult
+
+__all__ = ["figures", "write_html", "NO_REQUESTS"]
+
+NO_REQUESTS = "no request-driven workloads in this scenario"
+MAX_COLUMNS = 100  # timeline columns per variant: bounds the page for long runs sampled finely
+_PCT = re.compile(r"^p(\d+)_ms$")
+_LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 30, "t": 50, "b": 50}}
+_BY_NAME = "<extra>%{fullData.name}</extra>"
+
+
+def _cycle(palette: list[str], n: int) -> list[str]:
+    return [palette[i % len(palette)] for i in range(n)]
+
+
+def _empty(message: str, title: str) -> go.Figure:
+    fig = go.Figure(layout={**_LAYOUT, "title": title, "height": 260})
+    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 16})
+    return fig.update_xaxes(visible=False).update_yaxes(visible=False)
+
+
+def _summary(result: RunResult, colours: dict[str, str]) -> go.Figure:
+    labels = [r.label for r in result.runs]
+    spread = [result.spread(label) for label in labels]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        f"throughput relative to {result.baseline}", "locality (local share of DRAM misses)"))
+    columns = (([result.relative(label) for label in labels], "relative_throughput_sd"),
+               ([r.locality for r in result.runs], "locality_sd"))
+    for col, (values, key) in enumerate(columns, start=1):
+        sds = [s[key] for s in spread]
+        fig.add_trace(go.Bar(
+            x=labels, y=values, marker_color=[colours[label] for label in labels], showlegend=False,
+            error_y={"type": "data", "array": sds, "visible": any(sd is not None for sd in sds)},
+            hovertemplate="%{x}: %{y:.3f}<extra></extra>"), row=1, col=col)
+    fig.add_hline(y=1.0, line_dash="dot", line_color="grey", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
+    return fig.update_layout(**_LAYOUT, height=420)
+
+
+def _pods(result: RunResult, colours: dict[str, str]) -> go.Figure:
+    fig = go.Figure(layout={**_LAYOUT, "barmode": "group", "height": 420,
+                            "xaxis_title": "pod", "yaxis_title": "throughput (ops/s)"})
+    for r in result.runs:
+        fig.add_trace(go.Bar(
+            name=r.label, x=[p.name for p in r.pods], y=[p.throughput for p in r.pods],
+            marker_color=colours[r.label], textposition="none",
+            text=[p.status + ("" if p.locality is None else f", locality {p.locality:.2f}") for p in r.pods],
+            hovertemplate="%{x}: %{y:,.0f} ops/s<br>%{text}" + _BY_NAME))
+    return fig
+
+
+def _column_edges(n_samples: int) -> np.ndarray:
+    """Sample indices bounding the timeline's columns: each interval, or runs of them past MAX_COLUMNS."""
+    step = max(1, -(-(n_samples - 1) // MAX_COLUMNS))
+    idx = np.arange(0, n_samples, step)
+    return idx if idx[-1] == n_samples - 1 else np.append(idx, n_samples - 1)
+
+
+def _pod_cpu_time(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """CPU time of each pod on each CPU in each timeline column.
+
+    A thread's CPU time in a column (from the ``cpu`` samples) is split over the
+    CPUs it was placed on in that column (``trace.placements``) in proportion to
+    the time it was placed there. A sleeping thread stays placed on its last CPU,
+    so the split is exact for threads that stay put and approximate for movers.
+
+    Returns
+    -------
+    edges_ns
+        Column boundaries, ns (``n_columns + 1``).
+    time_ns
+        Array ``[n_columns, n_pods, n_cpus]`` of CPU ns.
+    """
+    idx = _column_edges(len(trace.sample_times))
+    edges = trace.sample_times[idx].astype(float)
+    cpu = trace.samples["cpu"][idx]
+    n_threads, n_cpus = cpu.shape[1], trace.machine.n_cpus
+    out = np.zeros((len(edges) - 1, len(trace.pods), n_cpus))
+    if not trace.placements or n_threads == 0:
+        return edges, out
+    p = np.asarray(trace.placements, dtype=np.int64)
+    p = p[np.argsort(p[:, 1], kind="stable")]  # by thread, each in time order (appended as they happened)
+    last = np.append(p[1:, 1] != p[:-1, 1], True)
+    start, tid, where = p[:, 0].astype(float), p[:, 1], p[:, 2]
+    end = np.where(last, edges[-1], np.roll(start, -1))
+    keep = (where >= 0) & (end > start)  # -1: the thread died
+    start, end, tid, where = start[keep], end[keep], tid[keep], where[keep]
+    for b in range(len(edges) - 1):
+        overlap = np.clip(np.minimum(end, edges[b + 1]) - np.maximum(start, edges[b]), 0.0, None)
+        placed = np.zeros((n_threads, n_cpus))
+        np.add.at(placed, (tid, where), overlap)
+        total = placed.sum(axis=1, keepdims=True)
+        share = np.divide(placed, total, out=np.zeros_like(placed), where=total > 0)
+        np.add.at(out[b], trace.thread_pod, share * (cpu[b + 1] - cpu[b])[:, None])
+    return edges, out
+
+
+def _timeline(result: RunResult) -> go.Figure:
+    traces = [(r.label, result.traces[r.label]) for r in result.runs if result.traces.get(r.label) is not None]
+    traces = [(label, tr) for label, tr in traces if tr.pods]
+    if not traces:
+        return _empty("no traces recorded in this result", "which pod ran on each CPU")
+    names = list(dict.fromkeys(p.name for _, tr in traces for p in tr.pods))
+    n = len(names)
+    scale = [[k / n, c] for i, c in enumerate(_cycle(qualitative.Alphabet, n)) for k in (i, i + 1)]
+    row_px = int(np.clip(3 * max(tr.machine.n_cpus for _, tr in traces), 160, 360))
+    fig = make_subplots(rows=len(traces), cols=1, shared_xaxes=True, subplot_titles=[label for label, _ in traces],
+                        vertical_spacing=min(60 / (row_px * len(traces)), 0.3))
+    for row, (label, tr) in enumerate(traces, start=1):
+        edges, time_ns = _pod_cpu_time(tr)
+        top = time_ns.argmax(axis=1)  # [columns, cpus]: the pod with the most CPU time there
+        busy = time_ns.sum(axis=1) > 0
+        codes = np.array([names.index(p.name) for p in tr.pods], dtype=float)
+        pods = np.array([p.name for p in tr.pods], dtype=object)
+        share = np.take_along_axis(time_ns, top[:, None, :], axis=1)[:, 0, :] / np.diff(edges)[:, None]
+        fig.add_trace(go.Heatmap(
+            x=edges / 1e9, y=np.arange(tr.machine.n_cpus), z=np.where(busy, codes[top], np.nan).T,
+            text=np.where(busy, pods[top], "").T, customdata=np.round(share, 3).T,
+            coloraxis="coloraxis", hoverongaps=False, name=label,
+            hovertemplate="CPU %{y}, %{x:.2f} s<br>%{text}: %{customdata:.0%} of the interval" + _BY_NAME,
+        ), row=row, col=1)
+        fig.update_yaxes(title_text="OS CPU id", range=[tr.machine.n_cpus - 0.5, -0.5], row=row, col=1)
+    fig.update_xaxes(title_text="time (s)", row=len(traces), col=1)
+    return fig.update_layout(**_LAYOUT, height=row_px * len(traces) + 120, coloraxis={
+        "colorscale": scale, "cmin": -0.5, "cmax": n - 0.5,
+        "colorbar": {"title": {"text": "pod"}, "tickvals": list(range(n)), "ticktext": names}})
+
+
+def _memory(result: RunResult) -> go.Figure:
+    rows = [(r.label, p.name, p.memory_per_node_bytes) for r in result.runs for p in r.pods]
+    if not rows:
+        return _empty("no pods in this result", "memory per node")
+    n_nodes = max(len(m) for _, _, m in rows)
+    gib = np.array([list(m) + [0] * (n_nodes - len(m)) for _, _, m in rows], dtype=float) / 2**30
+    x = [[label for label, _, _ in rows], [pod for _, pod, _ in rows]]  # a two-level axis: variant, pod
+    fig = go.Figure(layout={**_LAYOUT, "barmode": "stack", "height": 440, "yaxis_title": "GiB",
+                            "legend_title_text": "NUMA node"})
+    for node, colour in enumerate(_cycle(qualitative.Set2, n_nodes)):
+        fig.add_trace(go.Bar(name=f"node {node}", x=x, y=gib[:, node], marker_color=colour,
+                             hovertemplate="%{x}: %{y:.2f} GiB" + _BY_NAME))
+    return fig
+
+
+def _over_time(result: RunResult, colours: dict[str, str]) -> go.Figure:
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=(
+        "locality (local share of DRAM misses)", "cross-node thread migrations per second"))
+    for r in result.runs:
+        t = np.asarray(r.timeseries["time_s"], dtype=float)  # each sample interval's end
+        dt = np.diff(t, prepend=0.0)
+        moves = np.asarray(r.timeseries["cross_node_migrations"], dtype=float)
+        style = {"mode": "lines", "line_color": colours[r.label], "legendgroup": r.label, "name": r.label}
+        fig.add_trace(go.Scatter(x=t, y=r.timeseries["locality"], **style), row=1, col=1)
+        fig.add_trace(go.Scatter(x=t, y=np.divide(moves, dt, out=np.zeros_like(moves), where=dt > 0),
+                                 showlegend=False, **style), row=2, col=1)
+    warmup = result.runs[0].window_s[0] if result.runs else 0.0
+    if warmup > 0:
+        fig.add_vrect(x0=0, x1=warmup, fillcolor="grey", opacity=0.12, line_width=0, row="all", col=1)
+    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
+    fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    return fig.update_layout(**_LAYOUT, height=560, hovermode="x unified")
+
+
+def _percentile(key: str) -> tuple[float, str]:
+    digits = _PCT.match(key).group(1)  # type: ignore[union-attr]
+    value = digits if len(digits) <= 2 else f"{digits[:2]}.{digits[2:]}"  # p999_ms -> 99.9
+    return float(value), f"p{value}"
+
+
+def _latency(result: RunResult, colours: dict[str, str]) -> go.Figure:
+    lat = [(r.label, d) for r in result.runs if (d := getattr(r, "latency", None))]
+    sla = {label: v for label, v in (getattr(result, "sla", None) or {}).items() if v}
+    keys = sorted({k for _, d in lat for k in d if _PCT.match(k)}, key=lambda k: _percentile(k)[0])
+    # A missing value (None) is a gap in the figure: a target not met, a rung without requests.
+    curves = {label: sorted(c, key=lambda p: p.get("rate") or 0) for label, v in sla.items() if (c := v.get("curve"))}
+    rates = {label: v.get("max_rate") or {} for label, v in sla.items()}
+    rate_keys = list(dict.fromkeys(k for r in rates.values() for k in r))
+    pct = next((str(v["percentile"]) for v in sla.values() if v.get("percentile")), "latency")
+    panels = [(kind, title) for kind, title, on in (
+        ("percentiles", "latency percentiles as run (ms)", keys),
+        ("curve", f"{pct} vs offered request rate", curves),
+        ("rates", "highest request rate meeting each target", rate_keys)) if on]
+    if not panels:
+        return _empty(NO_REQUESTS, "request latency and SLA targets")
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[title for _, title in panels])
+    targets = sorted({float(x) for v in sla.values() for x in v.get("targets_ms") or []})
+    shown: set[str] = set()
+    for col, (kind, _) in enumerate(panels, start=1):
+        traces: list[tuple[str, go.Bar | go.Scatter]]
+        if kind == "percentiles":
+            traces = [(label, go.Bar(x=[_percentile(k)[1] for k in keys], y=[d.get(k) for k in keys],
+                                     hovertemplate="%{x}: %{y:.3g} ms" + _BY_NAME)) for label, d in lat]
+        elif kind == "curve":
+            traces = [(label, go.Scatter(x=[p.get("rate") for p in c], y=[p.get("latency_ms") for p in c],
+                                         mode="lines+markers",
+                                         line_color=colours.get(label),
+                                         hovertemplate="%{x:,.0f} requests/s: %{y:.3g} ms" + _BY_NAME))
+                      for label, c in curves.items()]
+            fig.update_xaxes(title_text="offered requests/s", row=1, col=col)
+        else:
+            traces = [(label, go.Bar(x=[f"{pct} ≤ {k} ms" for k in rate_keys], y=[r.get(k) for k in rate_keys],
+                                     hovertemplate="%{x}: %{y:,.0f} requests/s" + _BY_NAME))
+                      for label, r in rates.items()]
+        for label, trace in traces:
+            trace.update(name=label, legendgroup=label, marker_color=colours.get(label), showlegend=label not in shown)
+            fig.add_trace(trace, row=1, col=col)
+            shown.add(label)
+        fig.update_yaxes(title_text="requests/s" if kind == "rates" else "ms", rangemode="tozero", row=1, col=col)
+        for target in targets if kind != "rates" else []:
+            fig.add_hline(y=target, line_dash="dash", line_color="firebrick", row=1, col=col,
+                          annotation_text=f"SLA {target:g} ms", annotation_position="top left",
+                          annotation_font_color="firebrick")
+    return fig.update_layout(**_LAYOUT, barmode="group", height=420)
+
+
+def figures(result: RunResult) -> dict[str, go.Figure]:
+    """The report's figures, in page order.
+
+    Parameters
+    ----------
+    result
+        A run's results; the ``timeline`` uses ``result.traces`` (each variant's
+        first seed). Request latencies are read from ``run.latency`` and SLA data
+        from ``result.sla`` when they exist.
+
+    Returns
+    -------
+    dict of str to plotly.graph_objects.Figure
+        ``summary``, ``pods``, ``timeline``, ``memory``, ``over_time`` and
+        ``latency`` (a figure annotated with :data:`NO_REQUESTS` when there are
+        neither latencies nor SLA data).
+    """
+    labels = [r.label for r in result.runs]
+    colours = dict(zip(labels, _cycle(qualitative.Plotly, len(labels))))
+    return {"summary": _summary(result, colours), "pods": _pods(result, colours), "timeline": _timeline(result),
+            "memory": _memory(result), "over_time": _over_time(result, colours), "latency": _latency(result, colours)}
+
+
+_CAPTIONS = {
+    "summary": ("Summary", "Throughput of each policy variant relative to the baseline ({baseline}), and locality: "
+                "the share of DRAM misses served by the node the thread ran on, over the measurement window. "
+                "Error bars: ± one standard deviation over seeds, when there are several."),
+    "pods": ("Throughput per pod", "Operations per second of each pod over the measurement window, per variant; "
+             "a rejected or failed pod has none (hover for status and locality)."),
+    "timeline": ("Which pod ran where", "Per OS CPU id and sample interval, the pod with the most CPU time there "
+                 "(each variant's first seed); blank is idle. A thread's CPU time in an interval is split over the "
+                 "CPUs it was placed on in proportion to the time it was placed there."),
+    "memory": ("Memory per node", "Where each pod's memory is at the end of the run: GiB on each NUMA node, "
+               "stacked, per variant and pod."),
+    "over_time": ("Over time", "Locality and cross-node thread migrations per second in each sample interval of "
+                  "the whole run; the shaded band is the warm-up, outside the measurement window."),
+    "latency": ("Request latency", "Response-time percentiles of each variant's request-driven pods as run; from "
+                "the SLA search, when the scenario has one, the percentile against the offered request rate and the "
+                "highest rate that meets each target (dashed: the SLA targets)."),
+}
+
+
+def _facts(result: RunResult) -> str:
+    s = result.scenario
+    machine = str(s.get("machine", "?"))
+    trace = next((t for t in result.traces.values() if t is not None), None)
+    if trace is not None:
+        machine += f" ({trace.machine.n_nodes} NUMA nodes, {trace.machine.n_cpus} CPUs)"
+    seeds = (result.runs[0].seeds if result.runs else []) or [s.get("seed")]
+    w0, w1 = result.runs[0].window_s if result.runs else (0.0, 0.0)
+    return (f"machine {machine}; measurement window {w0:g}-{w1:g} s of the run; "
+            f"seed{'s' if len(seeds) > 1 else ''} {', '.join(str(x) for x in seeds)}; "
+            f"baseline {result.baseline}; numasim {__version__}")
+
+
+def write_html(result: RunResult, path: str | os.PathLike[str]) -> None:
+    """Write the report as one self-contained HTML page: plotly.js inlined once, no network needed.
+
+    Written atomically: to a temporary file in the same folder, then renamed over ``path``.
+
+    Raises
+    ------
+    NumasimError
+        If the folder does not exist or the file cannot be written.
+    """
+    title = f"numasim report: {result.scenario.get('name', '?')}"
+    description = str(result.scenario.get("description") or "").strip()
+    parts = ["<!DOCTYPE html>", '<html lang="en">', '<head>\n<meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title>",
+             "<style>body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1400px;padding:0 1em}"
+             ".caption{color:#444;max-width:60em}section{margin-bottom:2.5em}</style>",
+             "</head>\n<body>", f"<h1>{html.escape(title)}</h1>", f'<p class="facts">{html.escape(_facts(result))}</p>']
+    if description:
+        parts.append(f"<p>{html.escape(description)}</p>")
+    for i, (key, fig) in enumerate(figures(result).items()):
+        heading, caption = _CAPTIONS[key]
+        div = pio.to_html(fig, full_html=False, include_plotlyjs=i == 0, div_id=f"figure-{key}",
+                          config={"displaylogo": False, "responsive": True})
+        caption = html.escape(caption.format(baseline=result.baseline))
+        parts.append(f'<section id="{key}">\n<h2>{heading}</h2>\n<p class="caption">{caption}</p>\n{div}\n</section>')
+    parts.append("</body>\n</html>\n")
+    _write_atomic(Path(path), "\n".join(parts))
+
+
+def _write_atomic(target: Path, text: str) -> None:
+    folder = target.parent
+    if not folder.is_dir():
+        raise NumasimError(f"{target}: folder {folder} does not exist")
+    # Not mkstemp: its file is private (0600); a report is made to be shared, so the umask decides.
+    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fh = open(tmp, "x", encoding="utf-8")
+    except OSError as exc:
+        raise NumasimError(f"{target}: cannot write in folder {folder}: {exc.strerror or exc}") from None
+    try:
+        with fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise NumasimError(f"{target}: cannot write: {exc.strerror or exc}") from None
+        raise
