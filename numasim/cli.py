@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``numasim`` command."""
     args = _parser().parse_args(argv)
     # Wide enough for the table when the output is a file or a pipe (rich assumes 80).
-    out = Console(width=None if sys.stdout.isatty() else 120)
+    out = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
     try:
         if args.command == "run":

@@ -42,6 +42,13 @@ def test_pacific_expected_bands_and_predictions(pacific):
     assert pacific.run("taskset-node").locality >= 0.98
 
 
+def test_pacific_sla_scores_follow_locality(pacific):
+    crit = {label: pacific.sla[label]["critical"] for label in ("cfs", "esxi", "numactl")}
+    assert crit["numactl"] > crit["esxi"] > crit["cfs"]
+    p99 = {r.label: r.latency["p99_ms"] for r in pacific.runs}
+    assert p99["numactl"] < p99["cfs"]
+
+
 def test_pacific_every_pod_ran(pacific):
     for run in pacific.runs:
         if run.label == "k8s-static-snn":
@@ -64,7 +71,7 @@ def test_pacific_without_memory_intensity_policies_tie():
         "scenarios/pacific.yaml",
         ["workloads.java-transactions.base=java-transactions", "workloads.java-transactions.llc_misses_per_op=0"],
     )
-    res = numasim.run(s, policies=BARE_METAL, workers=0)
+    res = numasim.run(s, policies=BARE_METAL, workers=0, with_sla=False)
     for label in BARE_METAL:
         assert res.relative(label) == pytest.approx(1.0, abs=0.02), label
 
