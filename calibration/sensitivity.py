@@ -1,10 +1,12 @@
 """How the Pacific predictions move with each assumed parameter, and with the seed.
 
 Prints Markdown tables for docs/validation.md: for each assumed workload or machine
-parameter, two alternative values and the resulting CFS locality and throughput of
-numactl, ESXi and the naive taskset relative to CFS; then the spread over seeds.
+parameter, alternative values and the resulting CFS locality and throughput of
+numactl, ESXi and the two tasksets relative to CFS, each the mean over the same
+``--row-seeds`` seeds (a single seed's CFS locality moves by several hundredths, which
+would hide the parameter's effect); then the spread over ``--seeds`` seeds.
 
-Usage: python calibration/sensitivity.py [--seeds 8]
+Usage: python calibration/sensitivity.py [--row-seeds 3] [--seeds 8]
 """
 
 from __future__ import annotations
@@ -40,43 +42,47 @@ def _one(args: tuple[tuple[str, ...], str, int]) -> tuple[float, float]:
     return m.throughput, m.locality
 
 
-def _row(pool, sets: tuple[str, ...], seed: int = 1) -> dict[str, tuple[float, float]]:
-    out = list(pool.map(_one, [(sets, lab, seed) for lab in LABELS]))
-    return dict(zip(LABELS, out))
+def _row(pool, sets: tuple[str, ...], seeds: range) -> dict[str, tuple[float, float]]:
+    """Per label: (throughput relative to CFS, locality), each the mean over ``seeds``."""
+    jobs = [(sets, lab, seed) for seed in seeds for lab in LABELS]
+    out = dict(zip([(lab, seed) for _, lab, seed in jobs], pool.map(_one, jobs)))
+    return {lab: (float(np.mean([out[lab, s][0] / out["cfs", s][0] for s in seeds])),
+                  float(np.mean([out[lab, s][1] for s in seeds]))) for lab in LABELS}
 
 
 def _fmt(r: dict[str, tuple[float, float]]) -> str:
-    base = r["cfs"][0]
-    rel = " | ".join(f"{r[lab][0] / base:.3f}" for lab in LABELS[1:])
+    rel = " | ".join(f"{r[lab][0]:.3f}" for lab in LABELS[1:])
     return f"{r['cfs'][1]:.3f} | {rel}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--row-seeds", type=int, default=3)
     args = ap.parse_args()
+    seeds = range(1, args.row_seeds + 1)
     head = "| CFS locality | numactl / CFS | ESXi / CFS | taskset-naive / CFS | taskset-late / CFS |"
     with ProcessPoolExecutor() as pool:
         print("| parameter | value | " + head[2:])
         print("|---|---|---|---|---|---|---|")
-        print(f"| (as calibrated) | | {_fmt(_row(pool, ()))} |")
+        print(f"| (as calibrated) | | {_fmt(_row(pool, (), seeds))} |")
         for name, default, values in VARIATIONS:
             for v in values:
                 sets = (f"{W}.base=java-transactions", f"{W}.{name}={v}")
-                print(f"| workload `{name}` (default {default}) | {v} | {_fmt(_row(pool, sets))} |", flush=True)
+                print(f"| workload `{name}` (default {default}) | {v} | {_fmt(_row(pool, sets, seeds))} |", flush=True)
         for name, default, values in MACHINE:
             for v in values:
-                print(f"| machine `{name}` (default {default}) | {v} | {_fmt(_row(pool, (f'machine.{name}={v}',)))} |", flush=True)
+                print(f"| machine `{name}` (default {default}) | {v} | {_fmt(_row(pool, (f'machine.{name}={v}',), seeds))} |", flush=True)
         print()
         print("| seed | " + head[2:])
         print("|---|---|---|---|---|---|")
         rows = []
         for seed in range(1, args.seeds + 1):
-            r = _row(pool, (), seed)
+            r = _row(pool, (), range(seed, seed + 1))
             rows.append(r)
             print(f"| {seed} | {_fmt(r)} |", flush=True)
         loc = np.array([r["cfs"][1] for r in rows])
-        rel = {lab: np.array([r[lab][0] / r["cfs"][0] for r in rows]) for lab in LABELS[1:]}
+        rel = {lab: np.array([r[lab][0] for r in rows]) for lab in LABELS[1:]}
         summary = " | ".join(f"{rel[lab].mean():.3f} +- {rel[lab].std(ddof=1):.3f}" for lab in LABELS[1:])
         print(f"| mean +- sd | {loc.mean():.3f} +- {loc.std(ddof=1):.3f} | {summary} |")
 

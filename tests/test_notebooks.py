@@ -103,26 +103,37 @@ def test_02_the_new_policy_runs_and_compares(kernel_env):
 
 
 def test_03_what_if_trends_follow_the_mechanisms(kernel_env):
+    """Only trends larger than the one-seed spread of CFS's locality (several hundredths)."""
     s = execute("03-what-if.ipynb")
-    size, over, mem, loc = s["pod_size"], s["overcommit"], s["memory"], s["locality"]
-    # The reference point is the published configuration.
-    assert 1.12 < size["numactl@8"] < 1.22 and 1.04 < size["esxi@8"] < 1.12
+    size, over, loc, util = s["pod_size"], s["overcommit"], s["locality"], s["cpu_utilisation"]
+    # The reference point is the published configuration (one seed of it).
+    assert 1.10 < size["numactl@8"] < 1.25 and 1.03 < size["esxi@8"] < 1.14
+    # Binding makes every miss local wherever a pod fits in a node.
+    for key, value in loc.items():
+        if "/numactl@" in key and not key.endswith("@40") and value is not None:
+            assert value >= 0.98, key
     # Pods that fit in a node keep the advantage; a pod wider than a node loses it.
     for threads in (4, 20):
         assert size[f"numactl@{threads}"] > 1.08, threads
     assert abs(size["numactl@40"] - 1.0) < 0.02
     assert size["esxi@40"] < 1.0
     assert loc["pod size/esxi@40"] < 0.6
-    # Small pods: CFS is more local by itself, so binding gains less.
-    assert loc["pod size/cfs@4"] > loc["reference/cfs@"] + 0.03
+    # Small pods: CFS is clearly more local by itself, so binding gains less.
+    assert loc["pod size/cfs@4"] > loc["reference/cfs@"] + 0.1
     assert size["numactl@4"] < size["numactl@8"]
-    # Few pods: the largest advantage; more pods: CFS more local, the advantage shrinks.
-    assert over["numactl@4"] > over["numactl@10"] and over["numactl@6"] > over["numactl@10"]
+    # 32 threads on 44 cores leave CPUs idle; with 12 pods CFS keeps late pods on one node.
+    assert util["overcommit/cfs@4"] < 0.8
+    assert loc["overcommit/cfs@12"] > loc["reference/cfs@"] + 0.1
     assert over["numactl@12"] < over["numactl@10"]
-    assert loc["overcommit/cfs@12"] > loc["reference/cfs@"] + 0.03
+    # ESXi at 6 pods (24 vCPUs per 22-core node) leaves more CPU idle than CFS inside numactl.
+    assert util["overcommit/esxi@6"] < util["overcommit/numactl@6"] - 0.015
     # Memory intensity: nothing to gain without DRAM misses (hard band: +-2%), more with more.
-    assert abs(mem["numactl@0"] - 1.0) < 0.02
-    assert mem["numactl@0"] < mem["numactl@2750"] < mem["numactl@5500"] < mem["numactl@11000"]
-    assert mem["esxi@0"] < 0.99 < mem["esxi@2750"] < mem["esxi@11000"]
+    levels = s["memory_levels"]  # none, half, calibrated, twice
+    assert levels[0] == 0 and levels[3] == 2 * levels[2] and len(levels) == 4
+    numactl, esxi = s["memory"]["numactl"], s["memory"]["esxi"]
+    assert abs(numactl[0] - 1.0) < 0.02
+    assert numactl[0] < numactl[1] < numactl[2] and numactl[3] > numactl[1]
+    assert esxi[0] < 0.99 < esxi[1] < esxi[2] and esxi[3] > esxi[1]
+    assert all(e < n for e, n in zip(esxi, numactl))  # nested paging makes ESXi's misses dearer
     assert loc["memory intensity/cfs@0"] is None  # no misses, no locality
-    assert s["cpu_utilisation"]["memory intensity/esxi@0"] < 0.99
+    assert util["memory intensity/esxi@0"] < 0.99
