@@ -68,6 +68,42 @@ def test_fork_stays_local_when_loaded_within_imbalance_pct():
     assert PACIFIC.cpu_node[cpu] == 0
 
 
+class _PinnedView:
+    """A SimView with one thread per CPU, except the given extra threads; ``pins`` maps tid -> cpus."""
+
+    def __init__(self, machine, extra: dict[int, int], pins: dict[int, set[int]]):
+        cpus = list(range(machine.n_cpus)) + [c for c, k in extra.items() for _ in range(k)]
+        self.thread_cpu = np.array(cpus)
+        self.thread_active = np.ones(len(cpus), dtype=bool)
+        self.nr_running = np.bincount(self.thread_cpu, minlength=machine.n_cpus)
+        # Every thread is pinned to its own CPU unless listed in pins.
+        self._aff = {t: frozenset(pins.get(t, {c})) for t, c in enumerate(cpus)}
+
+    def affinity(self, tid):
+        return self._aff[tid]
+
+    def allowed(self, tid, cpu):
+        return cpu in self._aff[tid]
+
+    def runqueue(self, cpu):
+        return [int(t) for t in np.flatnonzero(self.thread_cpu == cpu)]
+
+
+def test_newidle_pull_skips_a_busiest_cpu_whose_tasks_are_all_pinned():
+    # sched_balance_rq: LBF_ALL_PINNED masks the busiest CPU out and redoes the search.
+    node0 = [int(c) for c in PACIFIC.node_cpus[0]]
+    idle, pinned, movable = node0[0], node0[1], node0[2]
+    n = PACIFIC.n_cpus
+    # The idle CPU's own thread is asleep; 3 more threads pinned to `pinned`; 1 free on `movable`.
+    view = _PinnedView(PACIFIC, {pinned: 3, movable: 1}, {n + 3: set(range(n))})
+    view.thread_active[idle] = False
+    view.nr_running[idle] = 0
+    cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
+    cfs._started = True
+    moves = cfs.idle(idle, view)
+    assert [(d.tid, d.cpu) for d in moves] == [(n + 3, idle)]
+
+
 def test_cfs_slices_scale_with_cpus():
     cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
     # 6 ms x (1 + ilog2(8)) = 24 ms shared by 2 tasks; min granularity 3 ms beyond 8 tasks.

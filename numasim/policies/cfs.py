@@ -222,9 +222,10 @@ class CFS(Policy):
                     c = int(c)
                     if ok(c) and all(nr[s] == 0 for s in self.machine.core_cpus[int(self._cpu_core[c])]):
                         return c
-            for c in order[:budget]:
-                c = int(c)
-                if nr[c] == 0 and ok(c):
+            # select_idle_cpu scans the LLC's CPUs that the task may use (span & cpus_ptr),
+            # so the budget counts allowed CPUs only.
+            for c in [int(c) for c in order if ok(int(c))][:budget]:
+                if nr[c] == 0:
                     return c
         if ok(target):
             return target
@@ -301,21 +302,29 @@ class CFS(Policy):
         ncores = len(set(int(c) for c in self._cpu_core[cpus]))
         return _Stats(s, w, w - busy, busy, ncores, kind, runnable * SCALE / cap)
 
-    def _all_stats(self, li: int, si: int, nr: NDArray[np.int64]) -> list[_Stats]:
-        """:meth:`_stats` for every group of one domain, vectorised."""
+    def _all_stats(self, li: int, si: int, nr: NDArray[np.int64], masked: NDArray[np.bool_] | None = None) -> list[_Stats]:
+        """:meth:`_stats` for every group of one domain, vectorised.
+
+        ``masked`` CPUs are left out of the sums, as ``update_sg_lb_stats`` sums only over
+        ``env->cpus`` after a balancing attempt found their tasks all pinned; the group's
+        weight and capacity stay whole.
+        """
         pct = self.levels[li].pct
         flat, starts, w, ncores = self._gidx[(li, si)]
         n = nr[flat]
-        s = np.add.reduceat(n, starts)
-        busy = np.add.reduceat((n > 0).astype(np.int64), starts)
+        valid = np.ones(len(flat), dtype=bool) if masked is None else ~masked[flat]
+        s = np.add.reduceat(n * valid, starts)
+        busy = np.add.reduceat(((n > 0) & valid).astype(np.int64), starts)
+        idle = np.add.reduceat(((n == 0) & valid).astype(np.int64), starts)
         cap, util, run = w * SCALE, busy * SCALE, s * SCALE
         over = (s > w) & ((cap * 100 < util * pct) | (cap * pct < run * 100))
         has_cap = (s < w) | (~(cap * pct < run * 100) & (cap * 100 > util * pct))
         kind = np.where(over, OVERLOADED, np.where(has_cap, HAS_SPARE, FULLY_BUSY))
         avg = run * SCALE / cap
         return [
-            _Stats(a, b, b - c, c, d, k, v)
-            for a, b, c, d, k, v in zip(s.tolist(), w.tolist(), busy.tolist(), ncores.tolist(), kind.tolist(), avg.tolist())
+            _Stats(a, b, i, c, d, k, v)
+            for a, b, i, c, d, k, v in zip(s.tolist(), w.tolist(), idle.tolist(), busy.tolist(), ncores.tolist(),
+                                           kind.tolist(), avg.tolist())
         ]
 
     def _adjust_numa(self, imb: int, dst_running: int, imb_numa_nr: int) -> int:
@@ -432,10 +441,28 @@ class CFS(Policy):
         return out
 
     def _balance(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle: bool = False) -> tuple[bool, int]:
-        """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved)."""
+        """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved).
+
+        When every task of the busiest CPUs is pinned away from this group
+        (``LBF_ALL_PINNED``), those CPUs are masked out and the search starts again
+        (``goto redo``) while CPUs outside the local group remain.
+        """
         lvl = self.levels[e.level]
         groups = lvl.groups[e.span]
-        stats = self._all_stats(e.level, e.span, nr)
+        masked = np.zeros(self.machine.n_cpus, dtype=bool)
+        while True:
+            found, moved, pinned = self._balance_once(e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked)
+            if not pinned:
+                return found, moved
+            masked[pinned] = True
+            outside = np.setdiff1d(lvl.spans[e.span], groups[e.group])
+            if masked[outside].all():
+                return found, moved
+
+    def _balance_once(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked) -> tuple[bool, int, list[int]]:
+        lvl = self.levels[e.level]
+        groups = lvl.groups[e.span]
+        stats = self._all_stats(e.level, e.span, nr, masked)
         local = stats[e.group]
         sds_avg = sum(s.load for s in stats) * SCALE / sum(s.capacity for s in stats)
         # sched_balance_find_src_group
@@ -447,39 +474,40 @@ class CFS(Policy):
             if best is None or key > best[0]:
                 best = (key, gi)
         if best is None:
-            return False, 0
+            return False, 0, []
         bi = best[1]
         busiest = stats[bi]
         if local.kind > busiest.kind:
-            return False, 0
+            return False, 0, []
         if local.kind == OVERLOADED:
             if local.avg_load >= busiest.avg_load or local.avg_load >= sds_avg:
-                return False, 0
+                return False, 0, []
             if 100 * busiest.avg_load <= lvl.pct * local.avg_load:
-                return False, 0
+                return False, 0, []
         force = lvl.prefer_sibling and local.kind == HAS_SPARE and self._sibling_imb(busy, local, busiest) > 1
         if not force and busiest.kind != OVERLOADED:
             if busy:
-                return False, 0
+                return False, 0, []
             if busiest.weight > 1 and local.idle <= busiest.idle + 1:
-                return False, 0
+                return False, 0, []
             if busiest.nr == 1:
-                return False, 0
+                return False, 0, []
         kind, imbalance = self._imbalance(lvl, busy, local, busiest, sds_avg)
         if imbalance <= 0:
-            return False, 0
-        moved = self._detach(e, dst, groups[e.group], groups[bi], kind, imbalance, nr, cpu_of, active, sim, moves)
+            return False, 0, []
+        moved, pinned = self._detach(e, dst, groups[e.group], groups[bi], kind, imbalance, nr, cpu_of, active, sim,
+                                     moves, masked)
         if moved or newidle:
-            return True, moved
+            return True, moved, pinned
         if kind == MIGRATE_TASK and e.failed + 1 > lvl.nice_tries + 2:
             # active balance: push the running task of the busiest queue to dst
-            src = self._busiest_queue(groups[bi], kind, imbalance, nr, excluded=set())
+            src = self._busiest_queue(groups[bi], kind, imbalance, nr, excluded=set(np.flatnonzero(masked).tolist()))
             if src is not None:
                 for t in self._queue(src, cpu_of, active):
                     if sim.allowed(t, dst):
                         self._do_move(t, src, dst, nr, cpu_of, moves)
-                        return True, 1
-        return True, 0
+                        return True, 1, []
+        return True, 0, pinned
 
     def _sibling_imb(self, busy: bool, local: _Stats, busiest: _Stats) -> int:
         if busy or busiest.nr == 0:
@@ -529,15 +557,17 @@ class CFS(Policy):
                 best = c
         return best
 
-    def _detach(self, e, dst, local_g, busiest_g, kind, imbalance, nr, cpu_of, active, sim, moves) -> int:
-        excluded: set[int] = set()
+    def _detach(self, e, dst, local_g, busiest_g, kind, imbalance, nr, cpu_of, active, sim, moves, masked) -> tuple[int, list[int]]:
+        """Pull tasks from the busiest group's busiest CPUs; returns (moved, CPUs whose tasks were all pinned)."""
+        excluded: set[int] = set(np.flatnonzero(masked).tolist())
+        pinned_cpus: list[int] = []
         while True:
             src = self._busiest_queue(busiest_g, kind, imbalance, nr, excluded)
             if src is None:
-                return 0
+                return 0, pinned_cpus
             queue = self._queue(src, cpu_of, active)
             if len(queue) <= 1:
-                return 0
+                return 0, pinned_cpus
             current = queue[int(self.rng.integers(len(queue)))]
             candidates = [t for t in queue if t != current]
             self.rng.shuffle(candidates)
@@ -573,8 +603,9 @@ class CFS(Policy):
                 if imbalance <= 0 or nr[src] <= 1:
                     break
             if moved or not pinned:
-                return moved
+                return moved, []
             excluded.add(src)
+            pinned_cpus.append(src)
 
     def _do_move(self, t: int, src: int, dst: int, nr, cpu_of, moves: dict[int, int]) -> None:
         nr[src] -= 1
