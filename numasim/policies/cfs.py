@@ -443,21 +443,42 @@ class CFS(Policy):
     def _balance(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle: bool = False) -> tuple[bool, int]:
         """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved).
 
-        When every task of the busiest CPUs is pinned away from this group
-        (``LBF_ALL_PINNED``), those CPUs are masked out and the search starts again
-        (``goto redo``) while CPUs outside the local group remain.
+        When every task of the busiest CPU is pinned away from this group
+        (``LBF_ALL_PINNED``), the kernel masks that CPU out and searches again
+        (``goto redo``), one CPU at a time, until it finds a CPU with a task that may
+        move or none is left (``out_all_pinned``: the domain counts as balanced). Here
+        the first all-pinned result masks at once every CPU outside the group whose
+        tasks are all pinned away from it: the search then lands where the kernel's
+        sequence of redos would, without repeating it CPU by CPU.
         """
         lvl = self.levels[e.level]
-        groups = lvl.groups[e.span]
+        local = lvl.groups[e.span][e.group]
         masked = np.zeros(self.machine.n_cpus, dtype=bool)
         while True:
             found, moved, pinned = self._balance_once(e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked)
             if not pinned:
                 return found, moved
             masked[pinned] = True
-            outside = np.setdiff1d(lvl.spans[e.span], groups[e.group])
-            if masked[outside].all():
-                return found, moved
+            outside = np.setdiff1d(lvl.spans[e.span], local)
+            movable = self._cpus_with_movable(outside, local, cpu_of, active, sim)
+            masked[outside[~movable]] = True
+            if not (movable & ~masked[outside] & (nr[outside] >= 2)).any():
+                return False, 0
+
+    @staticmethod
+    def _cpus_with_movable(cpus, local, cpu_of, active, sim) -> NDArray[np.bool_]:
+        """Per CPU of ``cpus``: whether one of its tasks may run on some CPU of ``local``."""
+        here = frozenset(int(c) for c in local)
+        out = np.zeros(len(cpus), dtype=bool)
+        index = {int(c): i for i, c in enumerate(cpus)}
+        for t in np.flatnonzero(active):
+            i = index.get(int(cpu_of[t]))
+            if i is None or out[i]:
+                continue
+            aff = sim.affinity(int(t))
+            if aff is None or not aff.isdisjoint(here):
+                out[i] = True
+        return out
 
     def _balance_once(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked) -> tuple[bool, int, list[int]]:
         lvl = self.levels[e.level]
