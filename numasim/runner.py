@@ -60,11 +60,18 @@ def run_variant(
 
 
 def select_variants(scenario: Scenario, policies: list[str] | None) -> list[Variant]:
-    """The variants named by label or policy name (all if none), plus the baseline."""
+    """The variants named (all if none), plus the baseline.
+
+    A name that is a variant's label selects that variant only; any other name selects
+    every variant of the policy of that name (``cfs`` is the label ``cfs``, not also
+    ``cfs+numab``; ``taskset`` is every taskset variant).
+    """
     variants = list(scenario.variants)
     if not policies:
         return variants
-    chosen = [v for v in variants if v.label in policies or v.policy.name in policies]
+    labels = {v.label for v in variants}
+    chosen = [v for v in variants
+              if v.label in policies or any(p not in labels and p == v.policy.name for p in policies)]
     unknown = [p for p in policies if not any(p in (v.label, v.policy.name) for v in variants)]
     if unknown:
         labels = ", ".join(v.label for v in variants)

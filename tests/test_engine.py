@@ -129,3 +129,13 @@ def test_cli_writes_json_and_prints_a_table(tmp_path, capsys):
     for label in ("cfs", "numactl", "esxi", "taskset"):
         assert label in text
     assert json.loads(out.read_text())["runs"][0]["label"] == "cfs"
+
+
+def test_select_variants_by_label_first_then_policy_name():
+    from numasim.runner import select_variants
+
+    s = numasim.load("scenarios/pacific.yaml")
+    labels = lambda names: [v.label for v in select_variants(s, names)]  # noqa: E731
+    assert labels(["cfs"]) == ["cfs"]  # the label, not every variant of the cfs policy
+    assert labels(["numactl"]) == ["cfs", "numactl"]  # the baseline always runs
+    assert labels(["taskset"]) == ["cfs", "taskset-node", "taskset-naive", "taskset-late"]
