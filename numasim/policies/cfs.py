@@ -448,8 +448,10 @@ class CFS(Policy):
         (``goto redo``), one CPU at a time, until it finds a CPU with a task that may
         move or none is left (``out_all_pinned``: the domain counts as balanced). Here
         the first all-pinned result masks at once every CPU outside the group whose
-        tasks are all pinned away from it: the search then lands where the kernel's
-        sequence of redos would, without repeating it CPU by CPU.
+        tasks are all pinned away from it, so the search usually reaches the CPU the kernel's
+        redos would reach, without repeating them CPU by CPU. Simplified: the group
+        statistics of that search then leave out every pinned-only CPU, not only the
+        ones the kernel happened to try.
         """
         lvl = self.levels[e.level]
         local = lvl.groups[e.span][e.group]
