@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import secrets
 import sys
-import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -20,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__
+from .atomic import write_text
 from .errors import NumasimError, Problem, ScenarioError
 from .policies.base import available_policies
 from .results import RunResult
@@ -106,26 +104,8 @@ def _sla_cell(sla: dict | None) -> str:
 
 
 def _write_json(path: str, data: dict) -> None:
-    """Write atomically: a temporary file in the same folder, then a rename."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise NumasimError(f"--json {path}: folder {folder} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise NumasimError(f"--json {path}: cannot write in folder {folder}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise NumasimError(f"--json {path}: cannot write: {exc.strerror or exc}") from None
-        raise
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"  # serialise first: nothing half-written
+    write_text(path, text, f"--json {path}")
 
 
 def _pods_csv(result: RunResult) -> str:
@@ -142,28 +122,6 @@ def _pods_csv(result: RunResult) -> str:
     runs = result.to_frame().drop(columns=["policy"]).add_prefix("run_").rename(columns={"run_label": "label"})
     frame = pods.merge(runs, on="label", how="left", validate="many_to_one")
     return frame.to_csv(index=False, lineterminator="\n")
-
-
-def _write_text(flag: str, path: str, text: str) -> None:
-    """Write atomically, as :func:`_write_json` does: a temporary file in the same folder, then a rename."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    # Not mkstemp: its file is private (0600); a table is made to be shared, so the umask decides.
-    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        fh = open(tmp, "x", encoding="utf-8", newline="")
-    except OSError as exc:
-        raise NumasimError(f"{flag} {path}: cannot write in folder {folder}: {exc.strerror or exc}") from None
-    try:
-        with fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise NumasimError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
-        raise
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
@@ -195,7 +153,7 @@ def _cmd_run(args, out: Console, err: Console) -> int:
         _write_json(args.json, result.to_json())
         out.print(f"wrote {args.json}")
     if args.csv:
-        _write_text("--csv", args.csv, _pods_csv(result))
+        write_text(args.csv, _pods_csv(result), f"--csv {args.csv}")
         out.print(f"wrote {args.csv}")
     if args.report:
         from .report import write_html  # plotly is imported only when a report is asked for

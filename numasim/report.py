@@ -9,8 +9,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import secrets
-from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,8 +17,8 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from . import __version__
+from .atomic import write_text
 from .engine import Trace
-from .errors import NumasimError
 from .results import RunResult
 
 __all__ = ["figures", "write_html", "NO_REQUESTS"]
@@ -316,26 +314,5 @@ def write_html(result: RunResult, path: str | os.PathLike[str]) -> None:
         caption = html.escape(caption.format(baseline=result.baseline))
         parts.append(f'<section id="{key}">\n<h2>{heading}</h2>\n<p class="caption">{caption}</p>\n{div}\n</section>')
     parts.append("</body>\n</html>\n")
-    _write_atomic(Path(path), "\n".join(parts))
+    write_text(path, "\n".join(parts), str(path))
 
-
-def _write_atomic(target: Path, text: str) -> None:
-    folder = target.parent
-    if not folder.is_dir():
-        raise NumasimError(f"{target}: folder {folder} does not exist")
-    # Not mkstemp: its file is private (0600); a report is made to be shared, so the umask decides.
-    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        fh = open(tmp, "x", encoding="utf-8")
-    except OSError as exc:
-        raise NumasimError(f"{target}: cannot write in folder {folder}: {exc.strerror or exc}") from None
-    try:
-        with fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise NumasimError(f"{target}: cannot write: {exc.strerror or exc}") from None
-        raise

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import numasim.atomic
 import numasim.cli
 from numasim.cli import main
 from numasim.policies.base import available_policies
@@ -476,7 +477,7 @@ def test_failed_json_write_after_a_run_leaves_nothing(tmp_path, capsys, monkeypa
     def refuse(src, dst):
         raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(dst))
 
-    monkeypatch.setattr(numasim.cli.os, "replace", refuse)
+    monkeypatch.setattr(numasim.atomic.os, "replace", refuse)
     rc = main(["run", str(path), "--quiet", "--workers", "1", "--policy", "cfs", "--json", str(target)])
     out, err = capsys.readouterr()
     assert rc == 2
