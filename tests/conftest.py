@@ -42,5 +42,14 @@ def small() -> dict[str, Any]:
     return small_scenario()
 
 
+# 16 Java threads on the small machine's 8 CPUs (2 nodes x 4 cores): CPU overcommit; cfs and numactl only.
+OVERCOMMITTED = dict(
+    pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "java"}],
+    duration="8s",
+    warmup="3s",
+    policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}],
+)
+
+
 def run_small(data: dict[str, Any], **kw: Any) -> numasim.RunResult:
     return numasim.run(numasim.from_dict(data), **kw)

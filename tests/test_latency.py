@@ -7,15 +7,7 @@ import pytest
 import numasim
 from numasim.sla import score
 
-from .conftest import run_small, small_scenario
-
-OVERCOMMITTED = dict(
-    pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "java"}],
-    duration="8s",
-    warmup="3s",
-    policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}],
-)
-
+from .conftest import OVERCOMMITTED, run_small, small_scenario
 
 def test_response_times_are_recorded_and_ordered():
     res = run_small(small_scenario(**OVERCOMMITTED))

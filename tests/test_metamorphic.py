@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import run_small, small_scenario
-
-OVERCOMMITTED = dict(
-    pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "java"}],
-    duration="8s",
-    warmup="3s",
-    policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}],
-)
-
+from .conftest import OVERCOMMITTED, run_small, small_scenario
 
 def test_one_socket_means_all_memory_is_local():
     data = small_scenario()

@@ -456,12 +456,14 @@ class CFS(Policy):
         lvl = self.levels[e.level]
         local = lvl.groups[e.span][e.group]
         masked = np.zeros(self.machine.n_cpus, dtype=bool)
+        outside = None
         while True:
             found, moved, pinned = self._balance_once(e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked)
             if not pinned:
                 return found, moved
             masked[pinned] = True
-            outside = np.setdiff1d(lvl.spans[e.span], local)
+            if outside is None:
+                outside = np.setdiff1d(lvl.spans[e.span], local)
             movable = self._cpus_with_movable(outside, local, cpu_of, active, sim)
             masked[outside[~movable]] = True
             if not (movable & ~masked[outside] & (nr[outside] >= 2)).any():
