@@ -5,9 +5,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .errors import NumasimError, PolicyError, Problem, ScenarioError
-from .machine import Machine, MachineSpec
-from .metrics import Metrics, PodMetrics
-from .policies.base import (
+from .model.machine import Machine, MachineSpec
+from .analysis.metrics import Metrics, PodMetrics
+from .policies.api import (
     Admission,
     MemPolicy,
     MigratePages,
@@ -17,14 +17,13 @@ from .policies.base import (
     PolicyOptions,
     SetAffinity,
     SetMemPolicy,
-    available_policies,
-    get_policy,
-    register,
 )
-from .results import RunResult
+from .policies.registry import available_policies, get_policy, register
+from .analysis.results import RunResult
 from .runner import run
-from .scenario import Scenario, from_dict, load, machine_preset
-from .workload import PodSpec, WorkloadProfile
+from .model.presets import machine_preset
+from .model.scenario import Scenario, from_dict, load
+from .model.workload import PodSpec, WorkloadProfile
 
 __all__ = [
     "__version__",

@@ -19,10 +19,11 @@ from rich.table import Table
 from . import __version__
 from .atomic import write_text
 from .errors import NumasimError, Problem, ScenarioError
-from .policies.base import available_policies
-from .results import RunResult
+from .policies.registry import available_policies
+from .analysis.results import RunResult
 from .runner import run, select_variants
-from .scenario import load, load_preset, machine_preset, preset_names
+from .model.presets import load_preset, machine_preset, preset_names
+from .model.scenario import load
 
 __all__ = ["main"]
 

@@ -12,11 +12,12 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from .machine import MachineSpec
-from .policies.base import available_policies
-from .scenario import ScenarioSpec, VariantSpec, preset_names
+from .model.machine import MachineSpec
+from .policies.registry import available_policies
+from .model.presets import preset_names
+from .model.scenario import ScenarioSpec, VariantSpec
 from .units import format_duration, format_size, parse_duration, parse_size
-from .workload import PodSpec, Resources, WorkloadProfile
+from .model.workload import PodSpec, Resources, WorkloadProfile
 
 __all__ = ["scenario_reference"]
 

@@ -1,4 +1,4 @@
-"""Plotly figures and a self-contained HTML page from a :class:`~numasim.results.RunResult`.
+"""Plotly figures and a self-contained HTML page from a :class:`~numasim.analysis.results.RunResult`.
 
 Library code: it returns figures and writes files; it never shows a figure or
 prints (house rule 10).
@@ -18,8 +18,8 @@ from plotly.subplots import make_subplots
 
 from . import __version__
 from .atomic import write_text
-from .engine import Trace
-from .results import RunResult
+from .sim.trace import Trace
+from .analysis.results import RunResult
 
 __all__ = ["figures", "write_html", "NO_REQUESTS"]
 

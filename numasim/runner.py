@@ -8,12 +8,13 @@ from typing import Callable
 
 import numpy as np
 
-from .engine import PodInstance, Simulation, Trace
+from .sim.kernel import Simulation
+from .sim.trace import PodInstance, Trace
 from .errors import Problem, ScenarioError
-from .metrics import Metrics, combine, summarize
-from .results import RunResult
-from .scenario import Scenario, Variant
-from .sla import PERCENTILE_KEYS, ladder_variant, score
+from .analysis.metrics import Metrics, combine, summarize
+from .analysis.results import RunResult
+from .model.scenario import Scenario, Variant
+from .analysis.sla import PERCENTILE_KEYS, ladder_variant, score
 from .units import parse_duration
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
@@ -187,7 +188,7 @@ def run(
 
 def _sla(scenario: Scenario, variants: list[Variant], saturated: dict[str, Metrics], seed: int,
          dur_ns: int | None, workers: int, on_done) -> dict[str, dict]:
-    """Run the SLA ladder of every variant and score it (see numasim.sla)."""
+    """Run the SLA ladder of every variant and score it (see numasim.analysis.sla)."""
     spec = scenario.spec.sla
     assert spec is not None
     jobs = [(scenario, v.label, lv, saturated[v.label], seed, dur_ns) for v in variants for lv in sorted(spec.levels)]

@@ -22,8 +22,8 @@ import yaml
 import numasim.atomic
 import numasim.cli
 from numasim.cli import main
-from numasim.policies.base import available_policies
-from numasim.scenario import machine_preset, preset_names
+from numasim.policies.registry import available_policies
+from numasim.model.presets import machine_preset, preset_names
 
 PRESET = "pacific-broadwell"
 

@@ -10,7 +10,7 @@ import pytest
 import numasim
 import numasim.cli
 from numasim import Admission, Move, Policy, PolicyError, register
-from numasim.policies import base
+from numasim.policies import registry as base
 
 from .conftest import run_small, small_scenario
 

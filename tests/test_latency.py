@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import numasim
-from numasim.sla import score
+from numasim.analysis.sla import score
 
 from .conftest import OVERCOMMITTED, run_small, small_scenario
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 import numasim
-from numasim.machine import Machine, MachineSpec, parse_cpulist
-from numasim.scenario import load_preset, machine_preset, preset_names
+from numasim.model.machine import Machine, MachineSpec, parse_cpulist
+from numasim.model.presets import load_preset, machine_preset, preset_names
 
 BASE = dict(
     sockets=2, cores_per_node=4, frequency_ghz=2.0, memory_per_node="8GiB", local_latency_ns=80.0,

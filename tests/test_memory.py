@@ -3,9 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.memory import AllocationFailure, Memory
-from numasim.policies.base import MemPolicy
-from numasim.scenario import machine_preset
+from numasim.sim.memory import AllocationFailure, Memory
+from numasim.policies.api import MemPolicy
+from numasim.model.presets import machine_preset
 
 M = machine_preset("pacific-broadwell")
 GB = 2**30

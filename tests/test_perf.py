@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.machine import LoadedLatencyCurve
-from numasim.perf import RateInputs, solve_rates
+from numasim.model.machine import LoadedLatencyCurve
+from numasim.sim.perf import RateInputs, solve_rates
 
 CURVE = LoadedLatencyCurve(a=2.0, b=5.0)
 L0 = np.array([[80.0, 130.0], [130.0, 80.0]])

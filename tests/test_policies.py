@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 import numasim
-from numasim.policies.base import available_policies, get_policy
+from numasim.policies.registry import available_policies, get_policy
 from numasim.policies.cfs import CFS, CFSOptions
 from numasim.policies.domains import build_levels
 from numasim.policies.numactl import NodePacker
-from numasim.scenario import machine_preset
+from numasim.model.presets import machine_preset
 
 from .conftest import run_small, small_scenario
 

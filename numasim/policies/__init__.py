@@ -1,0 +1,1 @@
+"""Scheduling policies: the contract (api), the registry and the built-ins."""

@@ -21,13 +21,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from ..scenario import policy_defaults
-from .base import Decision, Move, Policy, PolicyOptions, register
+from ..model.presets import policy_defaults
+from .api import Decision, Move, Policy, PolicyOptions
 from .domains import Level, build_levels
 from .numab import NumaBalancing
 
 if TYPE_CHECKING:
-    from ..engine import SimView
+    from .api import View
 
 __all__ = ["CFS", "CFSOptions"]
 
@@ -102,7 +102,6 @@ class _Entity:
     failed: int = 0
 
 
-@register
 class CFS(Policy):
     """Linux CFS: NUMA-oblivious placement and load balancing, first-touch memory."""
 
@@ -160,7 +159,7 @@ class CFS(Policy):
         return int(period / max(nr_running, 1))
 
     # ---------------------------------------------------------- placement
-    def place(self, tid: int, sim: "SimView") -> int:
+    def place(self, tid: int, sim: "View") -> int:
         cpu_of = sim.thread_cpu
         nr = np.array(sim.nr_running)
         allowed = sim.affinity(tid)
@@ -175,7 +174,7 @@ class CFS(Policy):
         self._started = True
         return self.find_dst_cpu(start, nr, allowed)
 
-    def wake(self, tid: int, waker_cpu: int | None, sim: "SimView") -> int:
+    def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
         """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling."""
         nr = sim.nr_running
         prev = int(sim.thread_cpu[tid])
@@ -233,7 +232,7 @@ class CFS(Policy):
             return prev
         return self.find_dst_cpu(prev, np.array(nr), allowed)
 
-    def idle(self, cpu: int, sim: "SimView") -> list[Decision]:
+    def idle(self, cpu: int, sim: "View") -> list[Decision]:
         """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first."""
         nr = sim.nr_running
         if nr.max() <= 1:
@@ -412,7 +411,7 @@ class CFS(Policy):
             return min(self._next, max(self._numab_next, now + 1))
         return self._next
 
-    def tick(self, sim: "SimView") -> list[Decision]:
+    def tick(self, sim: "View") -> list[Decision]:
         now = sim.now
         cpu_of = np.array(sim.thread_cpu)
         active = np.array(sim.thread_active)

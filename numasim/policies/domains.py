@@ -1,4 +1,4 @@
-"""Linux scheduling domains built from a :class:`~numasim.machine.Machine`.
+"""Linux scheduling domains built from a :class:`~numasim.model.machine.Machine`.
 
 Follows kernel/sched/topology.c: levels SMT -> MC (the LLC) -> PKG -> one
 NUMA level per distinct SLIT distance; a level whose span equals its child's
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from ..machine import Machine
+from ..model.machine import Machine
 
 __all__ = ["Level", "build_levels"]
 

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Annotated
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from ..scenario import policy_defaults
+from ..model.presets import policy_defaults
 from ..units import parse_duration
-from .base import (
+from .api import (
     Admission,
     Decision,
     MemPolicy,
@@ -37,11 +37,10 @@ from .base import (
     PolicyOptions,
     SetAffinity,
     SetMemPolicy,
-    register,
 )
 
 if TYPE_CHECKING:
-    from ..engine import PodInstance, SimView
+    from .api import PodView, View
 
 __all__ = ["ESXi", "ESXiOptions"]
 
@@ -70,7 +69,6 @@ class _Client:
     wide: bool
 
 
-@register
 class ESXi(Policy):
     """ESXi-like NUMA scheduling of pods as VMs."""
 
@@ -94,7 +92,7 @@ class ESXi(Policy):
         return int(self.o.quantum)
 
     # ------------------------------------------------------------ loads
-    def _demand(self, sim: "SimView") -> dict[int, float]:
+    def _demand(self, sim: "View") -> dict[int, float]:
         """Each client's CPU demand over the last period: its vCPUs' runnable time / period.
 
         ESXi balances on CPU entitlement and consumption measured over the
@@ -118,7 +116,7 @@ class ESXi(Policy):
             loads[c.home] += demand[i]
         return loads / self.node_capacity
 
-    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+    def admit(self, pod: "PodView", sim: "View") -> Admission:
         m = self.machine
         vcpus = pod.threads
         k = max(1, math.ceil(vcpus / self.client_size))
@@ -149,7 +147,7 @@ class ESXi(Policy):
             info={"homes": homes, "clients": k},
         )
 
-    def place(self, tid: int, sim: "SimView") -> int:
+    def place(self, tid: int, sim: "View") -> int:
         nr = sim.nr_running
         allowed = sim.affinity(tid)
         cands = sorted(allowed) if allowed is not None else range(self.machine.n_cpus)
@@ -165,7 +163,7 @@ class ESXi(Policy):
     def next_tick(self, now: int) -> int | None:
         return self._next
 
-    def tick(self, sim: "SimView") -> list[Decision]:
+    def tick(self, sim: "View") -> list[Decision]:
         self._next = sim.now + self.o.rebalance_period
         out: list[Decision] = []
         move = self._numa_rebalance(sim)
@@ -178,7 +176,7 @@ class ESXi(Policy):
     def _spread(self, loads: np.ndarray) -> float:
         return float(loads.max() - loads.min())
 
-    def _numa_rebalance(self, sim: "SimView") -> tuple[_Client, int] | None:
+    def _numa_rebalance(self, sim: "View") -> tuple[_Client, int] | None:
         demand = self._demand(sim)
         loads = self._loads(demand)
         spread = self._spread(loads)
@@ -219,7 +217,7 @@ class ESXi(Policy):
                 return c, target
         return None
 
-    def _rehome(self, c: _Client, dst: int, sim: "SimView") -> list[Decision]:
+    def _rehome(self, c: _Client, dst: int, sim: "View") -> list[Decision]:
         c.home = dst
         held = sim.pod_memory()[c.pod]
         remote = int(held.sum() - held[dst])
@@ -231,7 +229,7 @@ class ESXi(Policy):
             out.append(MigratePages(c.pod, dst, remote, self.o.page_migration_gbps))
         return out
 
-    def _balance_within_nodes(self, sim: "SimView", pending: list[Decision]) -> list[Decision]:
+    def _balance_within_nodes(self, sim: "View", pending: list[Decision]) -> list[Decision]:
         """Even out vCPUs over a node's CPUs (ESXi's CPU scheduler does so continuously)."""
         moved_tids = {t for d in pending if isinstance(d, SetAffinity) for t in d.tids}
         cpu_of = np.array(sim.thread_cpu)

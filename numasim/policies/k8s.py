@@ -32,13 +32,13 @@ import numpy as np
 from pydantic import BeforeValidator, Field, StrictInt
 
 from ..errors import Problem
-from ..machine import parse_cpulist
+from ..model.machine import parse_cpulist
 from ..units import parse_duration, parse_size
-from .base import Admission, Decision, MemPolicy, SetAffinity, register
+from .api import Admission, Decision, MemPolicy, SetAffinity
 from .cfs import CFS, CFSOptions
 
 if TYPE_CHECKING:
-    from ..engine import PodInstance, SimView
+    from .api import PodView, View
 
 __all__ = ["K8s", "K8sOptions"]
 
@@ -75,7 +75,6 @@ def _reserved(options: K8sOptions, machine) -> frozenset[int]:
     return parse_cpulist(r, machine.n_cpus)
 
 
-@register
 class K8s(CFS):
     """kubelet CPU, Topology and Memory Managers, then CFS."""
 
@@ -109,7 +108,7 @@ class K8s(CFS):
         return out
 
     # ------------------------------------------------------------- helpers
-    def _guaranteed(self, pod: "PodInstance") -> bool:
+    def _guaranteed(self, pod: "PodView") -> bool:
         req = pod.spec.requests
         if req is None:
             return True
@@ -187,7 +186,7 @@ class K8s(CFS):
         return frozenset(picked)
 
     # ------------------------------------------------------------ admit
-    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+    def admit(self, pod: "PodView", sim: "View") -> Admission:
         o = self.options
         guaranteed = self._guaranteed(pod)
         integer = float(pod.cpus).is_integer()
@@ -242,7 +241,7 @@ class K8s(CFS):
             nxt = self._reconcile_at if nxt is None else min(nxt, self._reconcile_at)
         return nxt
 
-    def tick(self, sim: "SimView") -> list[Decision]:
+    def tick(self, sim: "View") -> list[Decision]:
         out: list[Decision] = []
         if self._reconcile_at is not None and sim.now >= self._reconcile_at:
             # reconcileState: shared-pool containers' cpusets follow exclusive allocations.

@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..memory import CHUNK
-from .base import Charge, Decision, Move, MoveChunks
+from .api import CHUNK, Charge, Decision, Move, MoveChunks
 
 if TYPE_CHECKING:
-    from ..engine import SimView
-    from ..machine import Machine
+    from .api import View
+    from ..model.machine import Machine
 
 __all__ = ["NumaBalancing"]
 
@@ -156,7 +155,7 @@ class NumaBalancing:
     def next_tick(self, now: int) -> int:
         return now + self.tick_ns
 
-    def tick(self, sim: "SimView") -> list[Decision]:
+    def tick(self, sim: "View") -> list[Decision]:
         out: list[Decision] = []
         now = sim.now
         cpu_time = sim.thread_cpu_time()
@@ -189,7 +188,7 @@ class NumaBalancing:
         return out
 
     # --------------------------------------------------------------- scan
-    def _scan(self, pod, mm: _Mm, sim: "SimView", miss, alive) -> list[Decision]:
+    def _scan(self, pod, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
         regions = sim.pod_regions(pod.index)
         for rid, _owner, nodes in regions:
             if rid not in self.last:
@@ -230,7 +229,7 @@ class NumaBalancing:
             out.append(MoveChunks(rid, tuple(idx), dst, tid, self.o.migrate_copy_gbps))
         return out
 
-    def _fault(self, tid: int, pod: int, rid: int, i: int, mem_nid: int, sim: "SimView") -> int | None:
+    def _fault(self, tid: int, pod: int, rid: int, i: int, mem_nid: int, sim: "View") -> int | None:
         """task_numa_fault + should_numa_migrate_memory for one chunk; returns the node to move it to."""
         task = self._task(tid)
         cpu_nid = int(self.m.cpu_node[sim.thread_cpu[tid]])
@@ -297,7 +296,7 @@ class NumaBalancing:
                 g.total += task.total
 
     # ---------------------------------------------------------- placement
-    def _placement(self, tid: int, sim: "SimView") -> None:
+    def _placement(self, tid: int, sim: "View") -> None:
         task = self.tasks[tid]
         pod = int(sim.thread_pod[tid])
         mm = self.mms.get(pod)
@@ -322,7 +321,7 @@ class NumaBalancing:
             task.preferred = int(np.argmax(faults))
         self._update_period(task, tid, sim, buf_shared, buf_private)
 
-    def _update_period(self, task: _Task, tid: int, sim: "SimView", shared: float, private: float) -> None:
+    def _update_period(self, task: _Task, tid: int, sim: "View", shared: float, private: float) -> None:
         """update_task_scan_period: slow down when mostly local or private, speed up otherwise."""
         rss = int(sim.pod_memory()[int(sim.thread_pod[tid])].sum())
         remote, local, failed = task.locality
@@ -347,7 +346,7 @@ class NumaBalancing:
             return imb
         return 0 if imb <= 2 else imb
 
-    def _migrate_tasks(self, sim: "SimView") -> list[Decision]:
+    def _migrate_tasks(self, sim: "View") -> list[Decision]:
         """numa_migrate_preferred / task_numa_migrate for tasks off their preferred node."""
         now = sim.now
         m = self.m

@@ -19,11 +19,11 @@ import numpy as np
 from pydantic import Field, StrictInt, model_validator
 
 from ..errors import Problem
-from .base import Admission, MemPolicy, register
+from .api import Admission, MemPolicy
 from .cfs import CFS, CFSOptions
 
 if TYPE_CHECKING:
-    from ..engine import PodInstance, SimView
+    from .api import PodView, View
 
 __all__ = ["Numactl", "NumactlOptions", "NodePacker"]
 
@@ -100,7 +100,6 @@ def _check_nodes(value: Any, key: str, n_nodes: int) -> list[Problem]:
     return out
 
 
-@register
 class Numactl(CFS):
     """numactl --cpunodebind/--membind (or --preferred/--interleave), then CFS."""
 
@@ -120,7 +119,7 @@ class Numactl(CFS):
             out += _check_nodes(getattr(options, key), key, machine.n_nodes)
         return out
 
-    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+    def admit(self, pod: "PodView", sim: "View") -> Admission:
         o = self.options
         k = self._count
         self._count += 1

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BeforeValidator, Field, StrictInt
 
 from ..errors import Problem
-from ..machine import parse_cpulist
+from ..model.machine import parse_cpulist
 from ..units import parse_duration
-from .base import Admission, Decision, SetAffinity, register
+from .api import Admission, Decision, SetAffinity
 from .cfs import CFS, CFSOptions
 
 if TYPE_CHECKING:
-    from ..engine import PodInstance, SimView
+    from .api import PodView, View
 
 __all__ = ["Taskset", "TasksetOptions"]
 
@@ -35,7 +35,6 @@ class TasksetOptions(CFSOptions):
         default=0, ge=0, description="when the affinity takes effect (0s: at start)")
 
 
-@register
 class Taskset(CFS):
     """taskset -c CPULIST on each pod, at start or at a given time; then CFS."""
 
@@ -60,7 +59,7 @@ class Taskset(CFS):
                 out.append(Problem(f"cpus[{i}]", str(exc)))
         return out
 
-    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+    def admit(self, pod: "PodView", sim: "View") -> Admission:
         cpus = self.cpusets[self._count % len(self.cpusets)]
         self._count += 1
         info = {"cpus": sorted(cpus), "nodes": sorted({int(self.machine.cpu_node[c]) for c in cpus})}
@@ -75,7 +74,7 @@ class Taskset(CFS):
             nxt = self.options.at if nxt is None else min(nxt, self.options.at)
         return nxt
 
-    def tick(self, sim: "SimView") -> list[Decision]:
+    def tick(self, sim: "View") -> list[Decision]:
         out: list[Decision] = []
         if not self._applied and sim.now >= self.options.at:
             self._applied = True

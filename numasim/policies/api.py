@@ -2,7 +2,8 @@
 
 A policy decides; the engine carries the decision out, checks it and charges
 for it (house rule 2). A policy sees the simulation through a read-only
-:class:`~numasim.engine.SimView` and answers four questions:
+:class:`View` (implemented by :class:`numasim.sim.view.SimView`) and answers
+four questions:
 
 * :meth:`Policy.admit`: may this pod run, and with which CPU affinity, memory
   policy and execution overhead?
@@ -13,26 +14,29 @@ for it (house rule 2). A policy sees the simulation through a read-only
 * :meth:`Policy.slice_ns`: how long is a time slice on a CPU shared by
   ``n`` threads (sets the context-switch overhead)?
 
-Policies register by name with :func:`register`; other packages can add
-policies through the entry-point group ``numasim.policies``.
+This module is the whole contract: a policy imports it and nothing of the
+runtime. Policies register by name in :mod:`numasim.policies.registry`; other
+packages add policies through the entry-point group ``numasim.policies``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import Problem, ScenarioError
+from ..errors import Problem
 
 if TYPE_CHECKING:
-    from ..engine import PodInstance, SimView
-    from ..machine import Machine
-    from ..workload import PodSpec
+    from ..model.machine import Machine
+    from ..model.workload import PodSpec
+
+PAGE = 4096  # bytes per base page
+CHUNK = 2 * 2**20  # memory is placed and migrated in chunks of one transparent huge page
 
 __all__ = [
     "Policy",
@@ -47,9 +51,10 @@ __all__ = [
     "MoveChunks",
     "Charge",
     "Decision",
-    "register",
-    "get_policy",
-    "available_policies",
+    "View",
+    "PodView",
+    "PAGE",
+    "CHUNK",
 ]
 
 
@@ -175,6 +180,60 @@ class Charge:
 Decision = Move | SetAffinity | MigratePages | SetMemPolicy | MoveChunks | Charge
 
 
+class PodView(Protocol):
+    """What a policy may read of a pod (the runtime's pod records satisfy it)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def tids(self) -> tuple[int, ...]: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def cpus(self) -> float: ...
+    @property
+    def memory(self) -> int: ...
+    @property
+    def spec(self) -> "PodSpec": ...
+
+
+class View(Protocol):
+    """The read-only state a policy sees; arrays are read-only views, indexed by thread or CPU."""
+
+    @property
+    def now(self) -> int: ...
+    @property
+    def machine(self) -> "Machine": ...
+    @property
+    def pods(self) -> tuple[PodView, ...]: ...
+    @property
+    def thread_pod(self) -> NDArray[np.int64]: ...
+    @property
+    def thread_cpu(self) -> NDArray[np.int64]: ...
+    @property
+    def thread_active(self) -> NDArray[np.bool_]: ...
+    @property
+    def thread_alive(self) -> NDArray[np.bool_]: ...
+    @property
+    def nr_running(self) -> NDArray[np.int64]: ...
+    @property
+    def thread_local_share(self) -> NDArray[np.float64]: ...
+    @property
+    def thread_miss_rate(self) -> NDArray[np.float64]: ...
+    def affinity(self, tid: int) -> frozenset[int] | None: ...
+    def allowed(self, tid: int, cpu: int) -> bool: ...
+    def runqueue(self, cpu: int) -> list[int]: ...
+    def pod_memory(self) -> NDArray[np.int64]: ...
+    def node_free(self) -> NDArray[np.int64]: ...
+    def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]: ...
+    def thread_cpu_time(self) -> NDArray[np.float64]: ...
+    def thread_runnable_time(self) -> NDArray[np.float64]: ...
+
+
 class Policy(ABC):
     """Base class of scheduling policies.
 
@@ -198,15 +257,15 @@ class Policy(ABC):
         """Check options against the machine and pods; return problems (paths relative to options)."""
         return []
 
-    def admit(self, pod: "PodInstance", sim: "SimView") -> Admission:
+    def admit(self, pod: "PodView", sim: "View") -> Admission:
         """Decide whether and how ``pod`` runs. Called once, when it arrives."""
         return Admission()
 
     @abstractmethod
-    def place(self, tid: int, sim: "SimView") -> int:
+    def place(self, tid: int, sim: "View") -> int:
         """Choose the CPU for thread ``tid`` (new, or displaced by an affinity change)."""
 
-    def wake(self, tid: int, waker_cpu: int | None, sim: "SimView") -> int:
+    def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
         """Choose the CPU for thread ``tid`` waking up (it last ran on ``sim.thread_cpu[tid]``).
 
         ``waker_cpu`` is the CPU of the thread that woke it, or ``None`` for a
@@ -214,7 +273,7 @@ class Policy(ABC):
         """
         return self.place(tid, sim)
 
-    def idle(self, cpu: int, sim: "SimView") -> list["Decision"]:
+    def idle(self, cpu: int, sim: "View") -> list["Decision"]:
         """``cpu`` has just become idle: return decisions (e.g. pull a thread), if any."""
         return []
 
@@ -222,57 +281,10 @@ class Policy(ABC):
         """Absolute time (ns) at which :meth:`tick` should run next, or ``None``."""
         return None
 
-    def tick(self, sim: "SimView") -> list[Decision]:
+    def tick(self, sim: "View") -> list[Decision]:
         """Periodic work: return the decisions to carry out now."""
         return []
 
     def slice_ns(self, nr_running: int) -> int:
         """Length of a time slice when ``nr_running`` threads share one CPU."""
         return 4_000_000
-
-
-_REGISTRY: dict[str, type[Policy]] = {}
-_ENTRY_POINTS_LOADED = False
-
-
-def register(cls: type[Policy]) -> type[Policy]:
-    """Class decorator: make a policy available by its ``name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} has no name")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _load_entry_points() -> None:
-    global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED = True
-    for ep in entry_points(group="numasim.policies"):
-        cls = ep.load()
-        if isinstance(cls, type) and issubclass(cls, Policy):
-            _REGISTRY.setdefault(cls.name or ep.name, cls)
-
-
-def available_policies() -> dict[str, type[Policy]]:
-    """All registered policies by name (built-in and from entry points)."""
-    from . import cfs, esxi, k8s, numactl, taskset  # noqa: F401  (registration side effect)
-
-    _load_entry_points()
-    return dict(sorted(_REGISTRY.items()))
-
-
-def get_policy(name: str) -> type[Policy]:
-    """Look up a policy by name.
-
-    Raises
-    ------
-    ScenarioError
-        Naming the known policies when ``name`` is unknown.
-    """
-    known = available_policies()
-    if name not in known:
-        raise ScenarioError(
-            Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(known)}")
-        )
-    return known[name]

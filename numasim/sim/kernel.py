@@ -13,7 +13,7 @@ time slices); the slice length sets how much of each slice a context switch
 takes. A thread runs in bursts of CPU time and sleeps between them if its
 workload blocks. Progress is integrated per thread, lazily: an event touches
 only the threads whose share of a CPU it changes. The loaded-latency fixed
-point (:func:`numasim.perf.solve_rates`) is solved again when memory or
+point (:func:`numasim.sim.perf.solve_rates`) is solved again when memory or
 thread placement changes: at once for arrivals, page copies and the end of a
 start-up touch, and at most every ``refresh_ns`` for the small changes that
 sleeps, wake-ups and moves make to the load on the memory system.
@@ -23,19 +23,16 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import simpy
 from numpy.typing import NDArray
 
-from .errors import PolicyError
-from .machine import Machine
-from .memory import PAGE, AllocationFailure, Memory
-from .perf import LINE, RateInputs, refill_ns, solve_rates
-from .policies.base import (
-    Admission,
+from ..errors import PolicyError
+from ..model.machine import Machine
+from ..policies.api import (
+    PAGE,
     Charge,
     Decision,
     MemPolicy,
@@ -46,167 +43,17 @@ from .policies.base import (
     SetAffinity,
     SetMemPolicy,
 )
-from .workload import PodSpec, WorkloadProfile
+from .memory import AllocationFailure, Memory
+from .perf import LINE, RateInputs, refill_ns, solve_rates
+from .state import DEAD, NEW, TOUCH, WORK
+from .trace import PodInstance, Trace
+from .view import SimView
 
-__all__ = ["Simulation", "SimView", "PodInstance", "Trace"]
-
-NEW, TOUCH, WORK, DEAD = 0, 1, 2, 3
+__all__ = ["Simulation"]
 MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
 TOUCH_MLP = 16.0  # first-touch writes stream like STREAM's stores (the stream preset's mlp)
 CFS_PERIOD_NS = 100_000_000  # cpu.cfs_period_us default (Documentation/scheduler/sched-bwc.rst)
 REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes within 25 ms
-
-
-@dataclass
-class PodInstance:
-    """One running (or refused) pod: a replica of a :class:`PodSpec`."""
-
-    index: int
-    name: str
-    group: str
-    replica: int
-    spec: PodSpec
-    profile: WorkloadProfile
-    arrival_ns: int
-    tids: tuple[int, ...] = ()
-    status: str = "pending"  # pending | running | rejected | failed
-    reason: str = ""
-    admission: Admission | None = None
-    shared_rid: int = -1
-    mempolicy: MemPolicy = field(default_factory=MemPolicy)
-
-    @property
-    def threads(self) -> int:
-        return self.spec.threads
-
-    @property
-    def cpus(self) -> float:
-        return self.spec.cpus
-
-    @property
-    def memory(self) -> int:
-        return self.spec.memory
-
-
-@dataclass
-class Trace:
-    """What a run recorded; :func:`numasim.metrics.summarize` derives metrics from it."""
-
-    machine: Machine
-    policy: str
-    duration_ns: int
-    warmup_ns: int
-    pods: list[PodInstance]
-    thread_pod: NDArray[np.int64]
-    sample_times: NDArray[np.int64]
-    samples: dict[str, NDArray]
-    placements: list[tuple[int, int, int]]  # (time, tid, cpu); cpu -1 when the thread dies
-    affinity_log: list[tuple[int, int, frozenset[int] | None]]  # (time, tid, cpus)
-    migrations: list[tuple[int, int, int, int]]  # (time, tid, from cpu, to cpu)
-    page_moves: list[tuple[int, int, int, int, int]]  # (time, pod, src, dst, bytes)
-    quota_log: list[tuple[int, int, float]]  # (period start, pod, CPU ns used in the period)
-    latencies: NDArray[np.int64]  # rows (completion time, pod, response time ns)
-    events: list[tuple[int, str, str]]  # (time, kind, text)
-    n_events: int
-    n_solves: int
-
-
-class SimView:
-    """Read-only view of the simulation state that policies see."""
-
-    def __init__(self, sim: "Simulation"):
-        self._sim = sim
-
-    @property
-    def now(self) -> int:
-        return int(self._sim.env.now)
-
-    @property
-    def machine(self) -> Machine:
-        return self._sim.machine
-
-    @property
-    def pods(self) -> tuple[PodInstance, ...]:
-        return tuple(self._sim.pods)
-
-    @property
-    def thread_pod(self) -> NDArray[np.int64]:
-        return _ro(self._sim.t_pod)
-
-    @property
-    def thread_cpu(self) -> NDArray[np.int64]:
-        """CPU of each thread (the last one it ran on, if asleep; -1 before it starts)."""
-        return _ro(self._sim.t_cpu)
-
-    @property
-    def thread_active(self) -> NDArray[np.bool_]:
-        """Threads on a runqueue (running or waiting for their CPU)."""
-        return _ro(self._sim.t_active)
-
-    @property
-    def thread_alive(self) -> NDArray[np.bool_]:
-        """Threads that have started and not died (running, waiting or asleep)."""
-        s = self._sim
-        return (s.t_phase == TOUCH) | (s.t_phase == WORK)
-
-    def affinity(self, tid: int) -> frozenset[int] | None:
-        return self._sim.t_affinity[tid]
-
-    def allowed(self, tid: int, cpu: int) -> bool:
-        aff = self._sim.t_affinity[tid]
-        return aff is None or cpu in aff
-
-    @property
-    def nr_running(self) -> NDArray[np.int64]:
-        """Threads queued on each CPU (running or waiting)."""
-        return _ro(self._sim.nr)
-
-    def runqueue(self, cpu: int) -> list[int]:
-        """Threads queued on ``cpu``, in the order they arrived there."""
-        return list(self._sim.rq[cpu])
-
-    def pod_memory(self) -> NDArray[np.int64]:
-        """Bytes per pod (rows, by pod index) and node (columns)."""
-        return self._sim.memory.pod_bytes(len(self._sim.pods))
-
-    def node_free(self) -> NDArray[np.int64]:
-        return self._sim.memory.free()
-
-    @property
-    def thread_local_share(self) -> NDArray[np.float64]:
-        """Share of each thread's DRAM misses served by its own node (current rates)."""
-        return _ro(self._sim.r_local)
-
-    @property
-    def thread_miss_rate(self) -> NDArray[np.float64]:
-        """DRAM misses per ns each thread makes at its current rate (0 when not running)."""
-        s = self._sim
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(s.t_phase == WORK, s.r_cap / s.r_tau, 0.0)
-        return np.nan_to_num(rate) * s.p_misses
-
-    def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
-        """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
-        mem = self._sim.memory
-        return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.pod == pod]
-
-    def thread_cpu_time(self) -> NDArray[np.float64]:
-        """CPU time consumed by each thread so far, ns."""
-        s = self._sim
-        s._integrate(np.arange(len(s.t_cpu)))
-        return _ro(s.c_cpu)
-
-    def thread_runnable_time(self) -> NDArray[np.float64]:
-        """Time each thread has spent runnable (running or waiting for a CPU) so far, ns."""
-        s = self._sim
-        s._integrate(np.arange(len(s.t_cpu)))
-        return s.c_cpu + s.c_wait
-
-
-def _ro(a: NDArray) -> NDArray:
-    v = a.view()
-    v.setflags(write=False)
-    return v
 
 
 class Simulation:

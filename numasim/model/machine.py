@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from scipy.optimize import curve_fit
 
-from .units import parse_size
+from ..units import parse_size
 
 __all__ = ["MachineSpec", "Machine", "LoadedLatencyCurve", "parse_cpulist"]
 

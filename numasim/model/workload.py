@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from .units import parse_duration, parse_size
+from ..units import parse_duration, parse_size
 
 __all__ = ["WorkloadProfile", "RequestSpec", "PodSpec", "Resources"]
 

@@ -17,8 +17,8 @@ from dataclasses import replace
 import numpy as np
 
 from .metrics import Metrics
-from .scenario import Scenario, SlaSpec, Variant
-from .workload import RequestSpec
+from ..model.scenario import Scenario, SlaSpec, Variant
+from ..model.workload import RequestSpec
 
 __all__ = ["SlaSpec", "ladder_variant", "score"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from .machine import LoadedLatencyCurve
+from ..model.machine import LoadedLatencyCurve
 
 __all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_efficiency", "LINE"]
 

@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from .machine import Machine
-from .policies.base import MemPolicy
+from ..model.machine import Machine
+from ..policies.api import CHUNK, PAGE, MemPolicy
 
 __all__ = ["Memory", "AllocationFailure", "CHUNK", "PAGE"]
 
-PAGE = 4096
-CHUNK = 2 * 2**20
 
 
 class AllocationFailure(Exception):

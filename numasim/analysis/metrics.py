@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine import Trace
+from ..sim.trace import Trace
 
 __all__ = ["PodMetrics", "Metrics", "summarize", "combine"]
 

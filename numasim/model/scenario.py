@@ -1,4 +1,4 @@
-"""Scenarios: the only place YAML is read (scenario files and preset data files).
+"""Scenarios: scenario files read, presets expanded, ``--set`` overrides applied, all validated.
 
 A scenario names a machine (a preset, a preset with overrides, or a full
 description), workload profiles, pods, the policy variants to compare, the
@@ -10,20 +10,19 @@ its path and what is allowed (house rule 5).
 from __future__ import annotations
 
 import copy
-import functools
 import typing
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from .errors import Problem, ScenarioError
+from ..errors import Problem, ScenarioError
+from ..policies.api import Policy, PolicyOptions
+from ..policies.registry import get_policy
+from ..units import parse_duration
 from .machine import Machine, MachineSpec
-from .policies.base import PolicyOptions, Policy, get_policy
-from .units import parse_duration
+from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
 from .workload import PodSpec, WorkloadProfile
 
 __all__ = [
@@ -41,73 +40,6 @@ __all__ = [
 ]
 
 Duration = Annotated[int, BeforeValidator(parse_duration)]
-
-
-# ------------------------------------------------------------------ presets
-def _read_yaml_text(text: str, source: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(Problem("", f"malformed YAML at {where}{problem}"), source=source) from None
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(Problem("", "file not found"), source=str(path)) from None
-    except IsADirectoryError:
-        raise ScenarioError(Problem("", "is a directory, expected a YAML file"), source=str(path)) from None
-    except OSError as exc:
-        raise ScenarioError(Problem("", f"cannot read: {exc.strerror}"), source=str(path)) from None
-    except UnicodeDecodeError:
-        raise ScenarioError(Problem("", "not a UTF-8 text file"), source=str(path)) from None
-    return _read_yaml_text(text, str(path))
-
-
-def _preset_dir(kind: str):
-    return resources.files("numasim").joinpath("presets", kind)
-
-
-@functools.cache
-def preset_names(kind: str) -> tuple[str, ...]:
-    """Names of the presets of ``kind`` (``machines``, ``workloads`` or ``policies``)."""
-    return tuple(sorted(p.name[:-5] for p in _preset_dir(kind).iterdir() if p.name.endswith(".yaml")))
-
-
-@functools.cache
-def _load_preset_cached(kind: str, name: str) -> Any:
-    res = _preset_dir(kind).joinpath(f"{name}.yaml")
-    return _read_yaml_text(res.read_text(encoding="utf-8"), f"numasim/presets/{kind}/{name}.yaml")
-
-
-def load_preset(kind: str, name: str, path: str = "") -> dict[str, Any]:
-    """The data of preset ``name`` of ``kind``, as a new dict.
-
-    Raises
-    ------
-    ScenarioError
-        Listing the known presets when ``name`` is unknown.
-    """
-    if name not in preset_names(kind):
-        known = ", ".join(preset_names(kind))
-        raise ScenarioError(Problem(path, f"unknown {kind[:-1]} preset {name!r}; known: {known}"))
-    return copy.deepcopy(_load_preset_cached(kind, name))
-
-
-def policy_defaults(name: str) -> dict[str, Any]:
-    """Default options of a built-in policy, from presets/policies/NAME.yaml."""
-    data = load_preset("policies", name)
-    data.pop("sources", None)
-    return data
-
-
-def machine_preset(name: str) -> Machine:
-    """A :class:`Machine` from a preset name."""
-    return Machine.from_spec(MachineSpec.model_validate(load_preset("machines", name)))
 
 
 # ------------------------------------------------------------------- specs
@@ -317,7 +249,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         path, _, raw = item.partition("=")
         if not path.strip(". "):
             raise ScenarioError(Problem("", f"override {item!r} has an empty path"), source="--set")
-        value = _read_yaml_text(raw, "--set") if raw.strip() else ""
+        value = read_yaml_text(raw, "--set") if raw.strip() else ""
         set_path(data, path, value, "--set")
     return data
 
@@ -361,7 +293,7 @@ def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
 def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file."""
     path = Path(path)
-    data = _read_yaml(path)
+    data = read_yaml(path)
     return from_dict(data, source=str(path), overrides=overrides)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Trace
+from ..sim.trace import Trace
 from .metrics import Metrics
 
 __all__ = ["RunResult", "SCHEMA"]
@@ -25,7 +25,7 @@ SCHEMA = "numasim.result/1"
 
 @dataclass
 class RunResult:
-    """Results of one scenario run: one :class:`~numasim.metrics.Metrics` per policy variant."""
+    """Results of one scenario run: one :class:`~numasim.analysis.metrics.Metrics` per policy variant."""
 
     scenario: dict[str, Any]
     baseline: str

@@ -1,0 +1,1 @@
+"""The runtime: the simulation engine on a simpy.Environment, one mechanism per module."""

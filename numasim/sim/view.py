@@ -1,0 +1,115 @@
+"""The runtime's implementation of the policies' read-only :class:`~numasim.policies.api.View`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..model.machine import Machine
+from .state import TOUCH, WORK
+from .trace import PodInstance
+
+if TYPE_CHECKING:
+    from .kernel import Simulation
+
+__all__ = ["SimView"]
+
+
+class SimView:
+    """Read-only view of the simulation state that policies see."""
+
+    def __init__(self, sim: "Simulation"):
+        self._sim = sim
+
+    @property
+    def now(self) -> int:
+        return int(self._sim.env.now)
+
+    @property
+    def machine(self) -> Machine:
+        return self._sim.machine
+
+    @property
+    def pods(self) -> tuple[PodInstance, ...]:
+        return tuple(self._sim.pods)
+
+    @property
+    def thread_pod(self) -> NDArray[np.int64]:
+        return _ro(self._sim.t_pod)
+
+    @property
+    def thread_cpu(self) -> NDArray[np.int64]:
+        """CPU of each thread (the last one it ran on, if asleep; -1 before it starts)."""
+        return _ro(self._sim.t_cpu)
+
+    @property
+    def thread_active(self) -> NDArray[np.bool_]:
+        """Threads on a runqueue (running or waiting for their CPU)."""
+        return _ro(self._sim.t_active)
+
+    @property
+    def thread_alive(self) -> NDArray[np.bool_]:
+        """Threads that have started and not died (running, waiting or asleep)."""
+        s = self._sim
+        return (s.t_phase == TOUCH) | (s.t_phase == WORK)
+
+    def affinity(self, tid: int) -> frozenset[int] | None:
+        return self._sim.t_affinity[tid]
+
+    def allowed(self, tid: int, cpu: int) -> bool:
+        aff = self._sim.t_affinity[tid]
+        return aff is None or cpu in aff
+
+    @property
+    def nr_running(self) -> NDArray[np.int64]:
+        """Threads queued on each CPU (running or waiting)."""
+        return _ro(self._sim.nr)
+
+    def runqueue(self, cpu: int) -> list[int]:
+        """Threads queued on ``cpu``, in the order they arrived there."""
+        return list(self._sim.rq[cpu])
+
+    def pod_memory(self) -> NDArray[np.int64]:
+        """Bytes per pod (rows, by pod index) and node (columns)."""
+        return self._sim.memory.pod_bytes(len(self._sim.pods))
+
+    def node_free(self) -> NDArray[np.int64]:
+        return self._sim.memory.free()
+
+    @property
+    def thread_local_share(self) -> NDArray[np.float64]:
+        """Share of each thread's DRAM misses served by its own node (current rates)."""
+        return _ro(self._sim.r_local)
+
+    @property
+    def thread_miss_rate(self) -> NDArray[np.float64]:
+        """DRAM misses per ns each thread makes at its current rate (0 when not running)."""
+        s = self._sim
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(s.t_phase == WORK, s.r_cap / s.r_tau, 0.0)
+        return np.nan_to_num(rate) * s.p_misses
+
+    def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
+        """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
+        mem = self._sim.memory
+        return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.pod == pod]
+
+    def thread_cpu_time(self) -> NDArray[np.float64]:
+        """CPU time consumed by each thread so far, ns."""
+        s = self._sim
+        s._integrate(np.arange(len(s.t_cpu)))
+        return _ro(s.c_cpu)
+
+    def thread_runnable_time(self) -> NDArray[np.float64]:
+        """Time each thread has spent runnable (running or waiting for a CPU) so far, ns."""
+        s = self._sim
+        s._integrate(np.arange(len(s.t_cpu)))
+        return s.c_cpu + s.c_wait
+
+
+def _ro(a: NDArray) -> NDArray:
+    v = a.view()
+    v.setflags(write=False)
+    return v
