@@ -1,0 +1,102 @@
+"""Policy decisions carried out: each kind checked in one place, applied and charged.
+
+A part of :class:`numasim.sim.kernel.Simulation`, which holds the state these
+methods share (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from ..errors import PolicyError
+from ..policies.api import Charge, Decision, MemPolicy, MigratePages, Move, MoveChunks, SetAffinity, SetMemPolicy
+from .perf import refill_ns
+
+__all__ = ["Decisions"]
+
+
+class Decisions:
+    def _check_cpus(self, cpus: frozenset[int] | None, decision: object) -> None:
+        if cpus is None:
+            return
+        if not cpus or min(cpus) < 0 or max(cpus) >= self.machine.n_cpus:
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"CPU set must be non-empty and within 0-{self.machine.n_cpus - 1}")
+
+    def _check_mempolicy(self, mp: MemPolicy, decision: object) -> None:
+        if any(n < 0 or n >= self.machine.n_nodes for n in mp.nodes):
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
+        if mp.kind in ("bind", "interleave") and not mp.nodes:
+            raise PolicyError(self.policy.name, self.now, decision, f"memory policy {mp.kind} needs nodes")
+
+    def _check_place(self, tid: int, cpu: int, decision: object) -> None:
+        if not 0 <= cpu < self.machine.n_cpus:
+            raise PolicyError(self.policy.name, self.now, decision, f"CPU {cpu} does not exist")
+        aff = self.t_affinity[tid]
+        if aff is not None and cpu not in aff:
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"thread {tid} may not run on CPU {cpu} (affinity {sorted(aff)})")
+
+    def _apply(self, d: Decision) -> None:
+        if isinstance(d, Move):
+            if d.numa and self.t_active[d.tid] and self.t_cpu[d.tid] != d.cpu:
+                self.c_numa_moves[d.tid] += 1
+            self._move(d.tid, int(d.cpu), d)
+        elif isinstance(d, MoveChunks):
+            self._move_chunks(d)
+        elif isinstance(d, Charge):
+            if not 0 <= d.tid < len(self.t_cpu) or d.ns < 0:
+                raise PolicyError(self.policy.name, self.now, d, "bad thread or negative time")
+            self._integrate(np.array([d.tid]))
+            self.t_debt[d.tid] += d.ns
+            self.c_faults[d.tid] += d.faults
+            self.c_kernel_ns[d.tid] += d.ns
+        elif isinstance(d, SetAffinity):
+            self._check_cpus(d.cpus, d)
+            for tid in d.tids:
+                self.t_affinity[tid] = d.cpus
+                self.affinity_log.append((self.now, tid, d.cpus))
+                if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
+                    self._move(tid, int(self.policy.place(tid, self.view)), d)
+        elif isinstance(d, MigratePages):
+            if not 0 <= d.dst < self.machine.n_nodes or d.rate_gbps <= 0 or d.nbytes < 0:
+                raise PolicyError(self.policy.name, self.now, d, "bad node, rate or size")
+            self._start_flow(d)
+        elif isinstance(d, SetMemPolicy):
+            self._check_mempolicy(d.mempolicy, d)
+            self.pods[d.pod].mempolicy = d.mempolicy
+        else:
+            raise PolicyError(self.policy.name, self.now, d, "unknown decision type")
+
+    def _move(self, tid: int, cpu: int, decision: object) -> None:
+        if not 0 <= tid < len(self.t_cpu) or not self.t_active[tid]:
+            raise PolicyError(self.policy.name, self.now, decision, f"thread {tid} is not on a runqueue")
+        self._check_place(tid, cpu, decision)
+        old = int(self.t_cpu[tid])
+        if old == cpu:
+            return
+        self._integrate(self._on_cpus([old, cpu]))
+        self._dequeue(tid)
+        self._charge_move(tid, old, cpu)
+        self._enqueue(tid, cpu)
+        self._update_cpus([old, cpu], integrated=True)
+
+    def _charge_move(self, tid: int, old: int, cpu: int) -> None:
+        """Record a move and charge the cache refill it costs."""
+        m = self.machine
+        src, dst = int(m.cpu_node[old]), int(m.cpu_node[cpu])
+        # Within one LLC only the private caches are lost; across LLCs, the whole footprint.
+        footprint = self.p_footprint[tid]
+        if m.cpu_socket[old] == m.cpu_socket[cpu] and m.spec.nodes_per_socket == 1:
+            footprint = min(footprint, m.spec.l2_kib * 1024)
+        self.t_debt[tid] += refill_ns(footprint, float(self._lmat[dst, dst]), self.p_mlp[tid])
+        self.c_moves[tid] += 1
+        self.migrations.append((self.now, tid, old, cpu))
+        self.placements.append((self.now, tid, cpu))
+        if src != dst:
+            self.c_xmoves[tid] += 1
+            self.t_cpu[tid] = cpu
+            self._set_tau(np.array([tid]))
+            self._dirty = True

@@ -1,0 +1,165 @@
+"""Workload drivers: pod arrivals, threads starting, requests (closed and open loop), stop-the-world pauses.
+
+A part of :class:`numasim.sim.kernel.Simulation`, which holds the state these
+methods share (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from ..errors import PolicyError
+from .cpu import CFS_PERIOD_NS
+from .state import TOUCH, WORK
+from .trace import PodInstance
+
+__all__ = ["Drivers"]
+
+
+class Drivers:
+    def _arrivals(self):
+        for pod in sorted(self.pods, key=lambda p: (p.arrival_ns, p.index)):
+            if pod.arrival_ns > self.env.now:
+                yield self.env.timeout(pod.arrival_ns - self.env.now)
+            self._arrive(pod)
+            self._solve()
+            if not self._tick_wakeup.triggered:
+                self._tick_wakeup.succeed()
+
+    def _arrive(self, pod: PodInstance) -> None:
+        adm = self.policy.admit(pod, self.view)
+        pod.admission = adm
+        if not adm.accepted:
+            pod.status = "rejected"
+            pod.reason = adm.reason
+            self._event("rejected", f"{pod.name}: {adm.reason}")
+            return
+        if adm.affinity is not None and len(adm.affinity) != pod.threads:
+            raise PolicyError(self.policy.name, self.now, adm, "affinity must list one CPU set per thread")
+        pod.status = "running"
+        pod.mempolicy = adm.mempolicy
+        self._check_mempolicy(adm.mempolicy, adm)
+        prof = pod.profile
+        shared = int(round(pod.memory * prof.shared_fraction))
+        private = (pod.memory - shared) // pod.threads
+        pod.shared_rid = self.memory.add_region(pod.index, -1, shared)
+        for k, tid in enumerate(pod.tids):
+            self.t_shared_rid[tid] = pod.shared_rid
+            self.t_private[tid] = self.memory.add_region(pod.index, tid, private)
+            plan = [[int(self.t_private[tid]), private]]
+            if prof.touch == "threads":
+                part = shared // pod.threads + (1 if k < shared % pod.threads else 0)
+                plan.append([pod.shared_rid, part])
+            elif k == 0:
+                plan.append([pod.shared_rid, shared])
+            self.t_touch_plan[tid] = [p for p in plan if p[1] > 0]
+            if adm.affinity is not None:
+                aff = adm.affinity[k]
+                self._check_cpus(aff, adm)
+                self.t_affinity[tid] = aff
+                self.affinity_log.append((self.now, tid, aff))
+            self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
+            self.p_stall[tid] *= 1.0 + adm.overhead.memory
+        # With a single toucher, the other threads start once the memory is touched
+        # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
+        for tid in pod.tids if prof.touch == "threads" else pod.tids[:1]:
+            self._start_thread(tid)
+        if prof.pause_interval_ms is not None:
+            self.env.process(self._pauses(pod))
+
+        if adm.cpu_quota is not None:
+            if adm.cpu_quota <= 0:
+                raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
+            if adm.cpu_quota < pod.threads:  # otherwise the limit can never bind
+                self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
+                self.env.process(self._bandwidth(pod))
+
+    def _start_thread(self, tid: int) -> None:
+        cpu = int(self.policy.place(tid, self.view))
+        self._check_place(tid, cpu, "place")
+        self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] else WORK
+        self.t_last[tid] = self.now
+        self.placements.append((self.now, tid, cpu))
+        if self.q_throttled[self.t_pod[tid]]:
+            self.t_cpu[tid] = cpu
+            self.t_held[tid] = True
+            return
+        self._integrate(self._on_cpus([cpu]))
+        self._enqueue(tid, cpu)
+        self._update_cpus([cpu], integrated=True)
+        self._dirty = True
+        if self.t_phase[tid] == WORK:
+            self._begin_work(tid)
+
+    def _begin_work(self, tid: int) -> None:
+        """A thread starts serving requests: the first one (closed) or the queue's (open)."""
+        mode = self.p_req_mode[tid]
+        pod = self.pods[int(self.t_pod[tid])]
+        if mode == 2 and pod.index not in self._injecting and all(self.t_phase[t] == WORK for t in pod.tids):
+            # The injector starts once the service is up: every worker has touched its memory.
+            self._injecting.add(pod.index)
+            self.env.process(self._open_arrivals(pod))
+        if mode == 1:
+            self.t_req_arrival[tid] = self.now
+            self.t_req_left[tid] = self.p_req_ops[tid]
+        elif mode == 2 and not self._take_request(tid):
+            self.t_waiting[tid] = True
+            if self.t_active[tid]:
+                self._block(tid)
+            return
+        self._reschedule(np.array([tid]))
+
+    def _take_request(self, tid: int) -> bool:
+        q = self.queue[int(self.t_pod[tid])]
+        if not q:
+            return False
+        self.t_req_arrival[tid] = q.popleft()
+        self.t_req_left[tid] = self.p_req_ops[tid]
+        return True
+
+    def _complete(self, tid: int) -> None:
+        """The thread finished its request: record the response time, then think or take the next."""
+        p = int(self.t_pod[tid])
+        self.lat_time.append(self.now)
+        self.lat_pod.append(p)
+        self.lat_value.append(self.now - int(self.t_req_arrival[tid]))
+        self.t_req_left[tid] = np.inf
+        if self.p_req_mode[tid] == 2 and self._take_request(tid):
+            self._reschedule(np.array([tid]))
+            return
+        self.t_waiting[tid] = True
+        self._block(tid)
+        if self.p_req_mode[tid] == 1:
+            think = max(int(self.rng.exponential(self.p_think[tid])), 1) if self.p_think[tid] > 0 else 1
+            ev = self.env.timeout(think)
+            ev.callbacks.append(lambda _e, t=tid: self._wake(t))
+
+    def _open_arrivals(self, pod: PodInstance):
+        """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""
+        rate = pod.profile.requests.rate_per_s / 1e9  # per ns
+        q = self.queue[pod.index]
+        while pod.status == "running":
+            yield self.env.timeout(max(int(self.rng.exponential(1.0 / rate)), 1))
+            q.append(self.now)
+            idle = [t for t in pod.tids if self.t_waiting[t] and self.t_phase[t] == WORK
+                    and not self.t_paused[t] and not self.t_held[t] and not self.t_active[t]]
+            if idle:
+                self._wake(idle[int(self.rng.integers(len(idle)))])
+
+    def _pauses(self, pod: PodInstance):
+        """Stop-the-world pauses (a JVM's safepoints): every thread of the pod blocks at once."""
+        prof = pod.profile
+        while pod.status == "running":
+            yield self.env.timeout(max(int(self.rng.exponential(prof.pause_interval_ms * 1e6)), 1))
+            if pod.status != "running":
+                return
+            held = [t for t in pod.tids if self.t_phase[t] == WORK]
+            for tid in held:
+                self.t_paused[tid] = True
+                if self.t_active[tid]:
+                    self._block(tid)
+            yield self.env.timeout(max(int(self.rng.exponential(prof.pause_ms * 1e6)), 1))
+            for tid in held:
+                self.t_paused[tid] = False
+                self._wake(tid)

@@ -1,0 +1,148 @@
+"""Pages over time: first touch at start-up, page copies (flows and chunk moves), a pod's death.
+
+A part of :class:`numasim.sim.kernel.Simulation`, which holds the state these
+methods share (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import PolicyError
+from ..policies.api import MigratePages, MoveChunks
+from .memory import AllocationFailure
+from .state import DEAD, WORK
+from .trace import PodInstance
+
+__all__ = ["PageRuntime"]
+
+MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
+
+
+class PageRuntime:
+    def _touch(self, tid: int, nbytes: float) -> None:
+        plan = self.t_touch_plan[tid]
+        pod = self.pods[int(self.t_pod[tid])]
+        node = int(self.machine.cpu_node[self.t_cpu[tid]])
+        left = int(round(nbytes))
+        if pod.status != "running":
+            return
+        while plan and left > 0:
+            rid, want = plan[0]
+            take = min(want, left)
+            try:
+                self.memory.allocate(rid, take, node, pod.mempolicy)
+            except AllocationFailure as exc:
+                # The kernel OOM-kills the pod. Killing it here, in the middle of
+                # integrating one of its threads, would pull that thread from under its
+                # caller: the kill is its own event, right after this one.
+                pod.status = "failing"
+                ev = self.env.timeout(0)
+                ev.callbacks.append(lambda _e, p=pod, r=f"out of memory: {exc}": self._kill(p, r))
+                return
+            plan[0][1] -= take
+            left -= take
+            if plan[0][1] <= 0:
+                plan.pop(0)
+        self._dirty = True
+
+    def _finish_touch(self, tid: int) -> None:
+        self.t_phase[tid] = WORK
+        pod = self.pods[int(self.t_pod[tid])]
+        if pod.profile.touch == "main" and tid == pod.tids[0]:
+            for other in pod.tids[1:]:
+                self._start_thread(other)
+        self._solve()
+        self._begin_work(tid)
+
+    def _kill(self, pod: PodInstance, reason: str) -> None:
+        if pod.status == "failed":
+            return
+        pod.status = "failed"
+        pod.reason = reason
+        self._event("failed", f"{pod.name}: {reason}")
+        cpus = [int(self.t_cpu[t]) for t in pod.tids if self.t_active[t]]
+        self._integrate(np.concatenate([np.array(pod.tids), self._on_cpus(cpus)]))
+        for tid in pod.tids:
+            if self.t_active[tid]:
+                self._dequeue(tid)
+            self.t_phase[tid] = DEAD
+            self.t_held[tid] = False
+            self.t_gen[tid] += 1
+            self.t_touch_plan[tid] = []
+            self.placements.append((self.now, tid, -1))
+        for rid, reg in enumerate(self.memory.regions):
+            if reg.pod == pod.index:
+                self.memory.release(rid)
+        self._flows.pop(pod.index, None)
+        self._update_cpus(cpus, integrated=True)
+        self._dirty = True
+
+    def _move_chunks(self, d: MoveChunks) -> None:
+        if not 0 <= d.region < len(self.memory.regions) or not 0 <= d.dst < self.machine.n_nodes or d.copy_gbps <= 0:
+            raise PolicyError(self.policy.name, self.now, d, "bad region, node or copy rate")
+        reg = self.memory.regions[d.region]
+        moved = 0
+        for i in d.chunks:
+            src = int(reg.node[i])
+            got = self.memory.move_chunk(d.region, int(i), d.dst)
+            if got:
+                moved += got
+                self.page_moves.append((self.now, reg.pod, src, d.dst, got))
+        if moved:
+            self.c_pages_moved[reg.pod] += moved
+            self._integrate(np.array([d.tid]))
+            cost = moved / d.copy_gbps
+            self.t_debt[d.tid] += cost
+            self.c_kernel_ns[d.tid] += cost
+            self._dirty = True
+
+    def _start_flow(self, d: MigratePages) -> None:
+        flow = {"d": d, "left": int(d.nbytes)}
+        self._flows[d.pod] = flow
+        self.env.process(self._flow(flow))
+
+    def _flow(self, flow: dict):
+        d: MigratePages = flow["d"]
+        self._solve()
+        while flow["left"] > 0 and self._flows.get(d.pod) is flow:
+            yield self.env.timeout(MIGRATION_STEP_NS)
+            if self._flows.get(d.pod) is not flow:
+                return
+            budget = int(min(flow["left"], d.rate_gbps * MIGRATION_STEP_NS))
+            moved = self._copy_pages(d.pod, d.dst, budget)
+            flow["left"] = 0 if moved == 0 else flow["left"] - moved
+            if flow["left"] <= 0:
+                del self._flows[d.pod]
+            self._solve()
+
+    def _copy_pages(self, pod_index: int, dst: int, budget: int) -> int:
+        pod = self.pods[pod_index]
+        rids = [pod.shared_rid] + [int(self.t_private[t]) for t in pod.tids]
+        per = np.array([self.memory.placed(r) for r in rids])  # regions x nodes
+        per[:, dst] = 0
+        total = per.sum()
+        if total <= 0 or budget <= 0:
+            return 0
+        moved = 0
+        for r, row in zip(rids, per):
+            for src in np.flatnonzero(row):
+                got = self.memory.migrate(r, int(src), dst, int(budget * row[src] / total))
+                if got:
+                    moved += got
+                    self.page_moves.append((self.now, pod_index, int(src), dst, got))
+        self.c_pages_moved[pod_index] += moved
+        return moved
+
+    def _flow_traffic(self, flow: dict, node: NDArray, link: NDArray) -> None:
+        d: MigratePages = flow["d"]
+        held = self.memory.pod_bytes(len(self.pods))[d.pod].astype(float)
+        held[d.dst] = 0
+        if held.sum() <= 0:
+            return
+        src_share = held / held.sum()
+        node += d.rate_gbps * src_share
+        node[d.dst] += d.rate_gbps
+        link[d.dst] += d.rate_gbps * src_share
