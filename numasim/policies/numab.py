@@ -193,31 +193,29 @@ class NumaBalancing:
         for rid, _owner, nodes in regions:
             if rid not in self.last:
                 self.last[rid] = (np.full(len(nodes), -1, dtype=np.int64), np.full(len(nodes), -1, dtype=np.int64))
-        chunks = [(rid, owner, i, int(nodes[i])) for rid, owner, nodes in regions for i in np.flatnonzero(nodes >= 0)]
-        if not chunks:
-            return []
         budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
-        if mm.pos >= len(chunks):
-            mm.pos = 0
-        marked = chunks[mm.pos: mm.pos + budget]
-        mm.pos += budget
-        if mm.pos >= len(chunks):
-            mm.pos = 0
-            mm.seq += 1
+        marked = self._next_chunks(mm, regions, budget)
+        if not marked:
+            return []
         tids = np.array(pod.tids)
         weights = miss[tids] * np.array([alive[t] for t in tids])
         out: list[Decision] = []
         moves: dict[tuple[int, int, int], list[int]] = {}
         faults: dict[int, int] = {}
+        # A shared chunk's fault comes from one of the pod's threads, in proportion to its misses.
+        n_shared = sum(1 for _rid, owner, _i, _n in marked if owner < 0)
+        wsum = float(weights.sum())
+        pickers = iter(self.rng.choice(len(tids), size=n_shared, p=weights / wsum).tolist()
+                       if n_shared and wsum > 0 else [])
         for rid, owner, i, mem_nid in marked:
             if owner >= 0:
                 tid = owner
                 if not alive[tid]:
                     continue
             else:
-                if weights.sum() <= 0:
+                if wsum <= 0:
                     continue
-                tid = int(tids[self.rng.choice(len(tids), p=weights / weights.sum())])
+                tid = int(tids[next(pickers)])
             faults[tid] = faults.get(tid, 0) + 1
             dst = self._fault(tid, pod.index, rid, i, mem_nid, sim)
             if dst is not None:
@@ -227,6 +225,38 @@ class NumaBalancing:
             out.append(Charge(tid, k * pages * self.o.fault_us * 1000.0, faults=k * pages))
         for (rid, dst, tid), idx in moves.items():
             out.append(MoveChunks(rid, tuple(idx), dst, tid, self.o.migrate_copy_gbps))
+        return out
+
+    @staticmethod
+    def _next_chunks(mm: _Mm, regions, budget: int) -> list[tuple[int, int, int, int]]:
+        """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work).
+
+        ``mm.pos`` is a chunk offset into the pod's regions laid end to end; reaching the
+        end wraps to the start and begins a new scan sequence.
+        """
+        sizes = [len(nodes) for _rid, _owner, nodes in regions]
+        total = sum(sizes)
+        if total == 0:
+            return []
+        if mm.pos >= total:
+            mm.pos = 0
+        out: list[tuple[int, int, int, int]] = []
+        walked = 0
+        while len(out) < budget and walked < total:
+            base = 0
+            for (rid, owner, nodes), size in zip(regions, sizes):
+                if mm.pos < base + size:
+                    start = mm.pos - base
+                    touched = np.flatnonzero(nodes[start:] >= 0)[: budget - len(out)]
+                    out += [(rid, owner, start + int(i), int(nodes[start + i])) for i in touched]
+                    step = (int(touched[-1]) + 1) if len(out) >= budget else size - start
+                    mm.pos += step
+                    walked += step
+                    break
+                base += size
+            if mm.pos >= total:
+                mm.pos = 0
+                mm.seq += 1
         return out
 
     def _fault(self, tid: int, pod: int, rid: int, i: int, mem_nid: int, sim: "View") -> int | None:

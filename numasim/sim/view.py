@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,16 +36,16 @@ class SimView:
     def pods(self) -> tuple[PodInstance, ...]:
         return tuple(self._sim.pods)
 
-    @property
+    @cached_property  # a read-only view of an array the runtime updates in place
     def thread_pod(self) -> NDArray[np.int64]:
         return _ro(self._sim.t_pod)
 
-    @property
+    @cached_property  # a read-only view of an array the runtime updates in place
     def thread_cpu(self) -> NDArray[np.int64]:
         """CPU of each thread (the last one it ran on, if asleep; -1 before it starts)."""
         return _ro(self._sim.t_cpu)
 
-    @property
+    @cached_property  # a read-only view of an array the runtime updates in place
     def thread_active(self) -> NDArray[np.bool_]:
         """Threads on a runqueue (running or waiting for their CPU)."""
         return _ro(self._sim.t_active)
@@ -62,7 +63,7 @@ class SimView:
         aff = self._sim.t_affinity[tid]
         return aff is None or cpu in aff
 
-    @property
+    @cached_property  # a read-only view of an array the runtime updates in place
     def nr_running(self) -> NDArray[np.int64]:
         """Threads queued on each CPU (running or waiting)."""
         return _ro(self._sim.nr)
@@ -78,7 +79,7 @@ class SimView:
     def node_free(self) -> NDArray[np.int64]:
         return self._sim.memory.free()
 
-    @property
+    @cached_property  # a read-only view of an array the runtime updates in place
     def thread_local_share(self) -> NDArray[np.float64]:
         """Share of each thread's DRAM misses served by its own node (current rates)."""
         return _ro(self._sim.r_local)
