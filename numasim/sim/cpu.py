@@ -7,6 +7,8 @@ methods share (see docs/architecture.md).
 from __future__ import annotations
 
 
+import math
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -34,13 +36,16 @@ class CpuRuntime:
         self.r_share[tid] = 0.0
         self.r_cap[tid] = 0.0
 
-    def _on_cpus(self, cpus: list[int]) -> NDArray[np.int64]:
+    def _on_cpus(self, cpus: list[int]) -> list[int]:
         """Threads queued on ``cpus`` or, with SMT, on their siblings."""
+        rq = self.rq
         if self.machine.smt:
             cpus = sorted({s for c in cpus for s in self._core_of[c]})
+        elif len(cpus) == 1:
+            return list(rq[cpus[0]])
         else:
             cpus = sorted(set(cpus))
-        return np.array([t for c in cpus for t in self.rq[c]], dtype=np.int64)
+        return [t for c in cpus for t in rq[c]]
 
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue; an idle CPU then asks the policy for work."""
@@ -75,7 +80,7 @@ class CpuRuntime:
         self._check_place(tid, cpu, "wake")
         prev = int(self.t_cpu[tid])
         self.c_wakeups[tid] += 1
-        self._integrate(np.concatenate([[tid], self._on_cpus([cpu])]))
+        self._integrate([tid] + self._on_cpus([cpu]))
         if cpu != prev:
             self._charge_move(tid, prev, cpu)
         if self.q_throttled[self.t_pod[tid]]:
@@ -97,38 +102,39 @@ class CpuRuntime:
         tids = self._on_cpus(cpus)
         if not integrated:
             self._integrate(tids)
-        if tids.size == 0:
+        if not tids:
             return
         spec = m.spec
         l2 = spec.l2_kib * 1024
+        nr, t_cpu, cpu_node = self.nr, self.t_cpu, m.cpu_node
         need_tau = []
         for tid in tids:
-            tid = int(tid)
-            c = int(self.t_cpu[tid])
-            n = int(self.nr[c])
+            c = int(t_cpu[tid])
+            n = int(nr[c])
             share = 1.0 / n
             factor = 1.0
             if m.smt:
-                k = sum(1 for sib in self._core_of[c] if self.nr[sib] > 0)
+                k = sum(1 for sib in self._core_of[c] if nr[sib] > 0)
                 if k > 1:
                     factor = spec.smt_yield / k
             eff = 1.0
             if n > 1:
-                node = int(m.cpu_node[c])
+                node = int(cpu_node[c])
                 refill = min(float(self.p_footprint[tid]), l2) / LINE
                 cost = spec.context_switch_ns + refill * float(self._lmat[node, node]) * float(self.p_stall[tid])
                 sl = self._slice(n)
                 eff = sl / (sl + cost) if sl > 0 else 1.0
             self.r_share[tid] = share
             self.r_cap[tid] = share * factor * eff
-            if self.r_tau[tid] == np.inf:
+            if self.r_tau[tid] == math.inf:
                 need_tau.append(tid)
         if need_tau:
             self._set_tau(np.array(need_tau))
         self._reschedule(tids)
-        for p in {int(self.t_pod[t]) for t in tids}:
-            if np.isfinite(self.q_quota[p]):
-                self._quota_schedule(p)
+        if self._has_quota:
+            for p in {int(self.t_pod[t]) for t in tids}:
+                if self.q_quota[p] != math.inf:
+                    self._quota_schedule(p)
 
     def _slice(self, n: int) -> float:
         if n not in self._slices:
@@ -203,7 +209,7 @@ class CpuRuntime:
             if self.t_paused[tid] or self.t_phase[tid] not in (TOUCH, WORK):
                 continue
             cpu = int(self.t_cpu[tid])
-            self._integrate(np.concatenate([[tid], self._on_cpus([cpu])]))
+            self._integrate([tid] + self._on_cpus([cpu]))
             self.t_last[tid] = self.now
             self._enqueue(tid, cpu)
             cpus.append(cpu)

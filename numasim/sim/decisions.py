@@ -49,7 +49,7 @@ class Decisions:
         elif isinstance(d, Charge):
             if not 0 <= d.tid < len(self.t_cpu) or d.ns < 0:
                 raise PolicyError(self.policy.name, self.now, d, "bad thread or negative time")
-            self._integrate(np.array([d.tid]))
+            self._integrate((d.tid,))
             self.t_debt[d.tid] += d.ns
             self.c_faults[d.tid] += d.faults
             self.c_kernel_ns[d.tid] += d.ns

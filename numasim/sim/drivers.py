@@ -73,6 +73,7 @@ class Drivers:
                 raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
             if adm.cpu_quota < pod.threads:  # otherwise the limit can never bind
                 self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
+                self._has_quota = True
                 self.env.process(self._bandwidth(pod))
 
     def _start_thread(self, tid: int) -> None:
@@ -108,7 +109,7 @@ class Drivers:
             if self.t_active[tid]:
                 self._block(tid)
             return
-        self._reschedule(np.array([tid]))
+        self._reschedule((tid,))
 
     def _take_request(self, tid: int) -> bool:
         q = self.queue[int(self.t_pod[tid])]
@@ -126,7 +127,7 @@ class Drivers:
         self.lat_value.append(self.now - int(self.t_req_arrival[tid]))
         self.t_req_left[tid] = np.inf
         if self.p_req_mode[tid] == 2 and self._take_request(tid):
-            self._reschedule(np.array([tid]))
+            self._reschedule((tid,))
             return
         self.t_waiting[tid] = True
         self._block(tid)

@@ -22,6 +22,7 @@ sleeps, wake-ups and moves make to the load on the memory system.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from typing import Callable
 
@@ -148,6 +149,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.c_miss = np.zeros(nt)
         self.c_miss_local = np.zeros(nt)
         self.c_miss_node = np.zeros((nt, n))
+        self._miss_pending = np.zeros(nt)  # misses not yet spread over c_miss_node's nodes
         self.c_moves = np.zeros(nt, dtype=np.int64)
         self.c_xmoves = np.zeros(nt, dtype=np.int64)
         self.c_wakeups = np.zeros(nt, dtype=np.int64)
@@ -159,6 +161,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         # CFS bandwidth control, per pod.
         npods = len(pods)
         self.q_quota = np.full(npods, np.inf)  # CPU ns allowed per period
+        self._has_quota = False  # whether any pod's limit can bind
         self.q_base = np.zeros(npods)  # the pod's CPU time at the start of the period
         self.q_throttled = np.zeros(npods, dtype=bool)
         self.q_gen = np.zeros(npods, dtype=np.int64)
@@ -257,38 +260,49 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
     def _on_thread_event(self, tid: int, gen: int) -> None:
         if gen != self.t_gen[tid] or not self.t_active[tid]:
             return
-        self._integrate(np.array([tid]))
+        self._integrate((tid,))
         if self.t_phase[tid] == TOUCH:
             if sum(p[1] for p in self.t_touch_plan[tid]) < PAGE:
                 self._touch(tid, float(PAGE))
             if not self.t_touch_plan[tid] and self.t_phase[tid] == TOUCH:
                 self._finish_touch(tid)
             else:
-                self._reschedule(np.array([tid]))
+                self._reschedule((tid,))
             return
         if self.t_req_left[tid] > 1e-6:
-            self._reschedule(np.array([tid]))
+            self._reschedule((tid,))
             return
         self._complete(tid)
 
-    def _reschedule(self, tids: NDArray[np.int64]) -> None:
-        """Schedule each thread's next own event: end of its touch, or of its burst."""
+    def _reschedule(self, tids) -> None:
+        """Schedule each thread's next own event: end of its touch, or of its burst.
+
+        The per-thread path reads numpy arrays once per value into Python floats:
+        arithmetic on numpy scalars costs several times more (docs/performance.md).
+        """
+        now = self.env.now
+        gen, active, phase = self.t_gen, self.t_active, self.t_phase
+        heap = self._heap
         for tid in tids:
             tid = int(tid)
-            self.t_gen[tid] += 1
-            if not self.t_active[tid]:
+            g = int(gen[tid]) + 1
+            gen[tid] = g
+            if not active[tid]:
                 continue
-            cap, share = self.r_cap[tid], self.r_share[tid]
-            if self.t_phase[tid] == TOUCH:
+            cap = float(self.r_cap[tid])
+            if cap <= 0.0:
+                continue
+            if phase[tid] == TOUCH:
                 left = sum(p[1] for p in self.t_touch_plan[tid])
-                eta = (self.t_debt[tid] + left * self.r_tau[tid] / LINE) / cap if cap > 0 else np.inf
-            elif np.isfinite(self.t_req_left[tid]) and cap > 0:
-                eta = (self.t_debt[tid] + max(self.t_req_left[tid], 0.0) * self.r_tau[tid]) / cap
+                eta = (float(self.t_debt[tid]) + left * float(self.r_tau[tid]) / LINE) / cap
             else:
-                eta = np.inf
-            if not np.isfinite(eta):
+                req = float(self.t_req_left[tid])
+                if req == math.inf:
+                    continue
+                eta = (float(self.t_debt[tid]) + max(req, 0.0) * float(self.r_tau[tid])) / cap
+            if eta == math.inf or eta != eta:
                 continue
-            heapq.heappush(self._heap, (self.now + max(int(np.ceil(eta)), 1), tid, int(self.t_gen[tid])))
+            heapq.heappush(heap, (now + max(math.ceil(eta), 1), tid, g))
         self._arm()
 
     def _arm(self) -> None:
@@ -322,7 +336,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._arm()
 
     def _snapshot(self) -> None:
-        self._integrate(np.arange(len(self.t_cpu)))
+        everyone = np.arange(len(self.t_cpu))
+        self._integrate(everyone)
+        self._flush_miss_node(everyone)
         self._sample_times.append(self.now)
         snap = {
             "ops": self.c_ops,

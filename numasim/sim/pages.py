@@ -64,7 +64,7 @@ class PageRuntime:
         pod.reason = reason
         self._event("failed", f"{pod.name}: {reason}")
         cpus = [int(self.t_cpu[t]) for t in pod.tids if self.t_active[t]]
-        self._integrate(np.concatenate([np.array(pod.tids), self._on_cpus(cpus)]))
+        self._integrate(list(pod.tids) + self._on_cpus(cpus))
         for tid in pod.tids:
             if self.t_active[tid]:
                 self._dequeue(tid)
@@ -93,7 +93,7 @@ class PageRuntime:
                 self.page_moves.append((self.now, reg.pod, src, d.dst, got))
         if moved:
             self.c_pages_moved[reg.pod] += moved
-            self._integrate(np.array([d.tid]))
+            self._integrate((d.tid,))
             cost = moved / d.copy_gbps
             self.t_debt[d.tid] += cost
             self.c_kernel_ns[d.tid] += cost

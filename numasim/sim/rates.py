@@ -60,6 +60,13 @@ class Rates:
                 if w > 0:
                     self._touch(int(tid), w * LINE / self.r_tau[tid])
 
+    def _flush_miss_node(self, tids) -> None:
+        """Spread the misses counted since the access rows of ``tids`` last changed over the nodes."""
+        pending = self._miss_pending[tids]
+        if pending.any():
+            self.c_miss_node[tids] += pending[:, None] * self.r_access[tids]
+            self._miss_pending[tids] = 0.0
+
     def _integrate_one(self, tid: int) -> None:
         """:meth:`_integrate` for one thread, in scalar arithmetic (most events touch 1-3 threads)."""
         now = self.now
@@ -89,7 +96,7 @@ class Rates:
             if miss > 0.0:
                 self.c_miss[tid] += miss
                 self.c_miss_local[tid] += miss * float(self.r_local[tid])
-                self.c_miss_node[tid] += miss * self.r_access[tid]
+                self._miss_pending[tid] += miss  # spread over nodes when the access row changes
         elif phase == TOUCH and work > 0.0:
             self._touch(tid, work * LINE / float(self.r_tau[tid]))
 
@@ -151,6 +158,7 @@ class Rates:
         compute, misses, stall, acc = self._phase_params(tids)
         nodes = self.machine.cpu_node[self.t_cpu[tids]]
         lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
+        self._flush_miss_node(tids)
         self.r_access[tids] = acc
         self.r_local[tids] = acc[np.arange(tids.size), nodes]
         self.r_latency[tids] = lat
