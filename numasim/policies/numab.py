@@ -231,32 +231,31 @@ class NumaBalancing:
     def _next_chunks(mm: _Mm, regions, budget: int) -> list[tuple[int, int, int, int]]:
         """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work).
 
-        ``mm.pos`` is a chunk offset into the pod's regions laid end to end; reaching the
-        end wraps to the start and begins a new scan sequence.
+        ``mm.pos`` counts touched chunks of the pod's regions laid end to end; reaching
+        the end wraps to the start and begins a new scan sequence. Only the marked
+        chunks are turned into tuples: building the whole list per scan was most of a
+        NUMA-balancing run's time.
         """
-        sizes = [len(nodes) for _rid, _owner, nodes in regions]
-        total = sum(sizes)
+        touched = [np.flatnonzero(nodes >= 0) for _rid, _owner, nodes in regions]
+        total = sum(len(t) for t in touched)
         if total == 0:
             return []
         if mm.pos >= total:
             mm.pos = 0
+        lo, hi = mm.pos, mm.pos + budget
         out: list[tuple[int, int, int, int]] = []
-        walked = 0
-        while len(out) < budget and walked < total:
-            base = 0
-            for (rid, owner, nodes), size in zip(regions, sizes):
-                if mm.pos < base + size:
-                    start = mm.pos - base
-                    touched = np.flatnonzero(nodes[start:] >= 0)[: budget - len(out)]
-                    out += [(rid, owner, start + int(i), int(nodes[start + i])) for i in touched]
-                    step = (int(touched[-1]) + 1) if len(out) >= budget else size - start
-                    mm.pos += step
-                    walked += step
-                    break
-                base += size
-            if mm.pos >= total:
-                mm.pos = 0
-                mm.seq += 1
+        base = 0
+        for (rid, owner, nodes), idx in zip(regions, touched):
+            if base >= hi:
+                break
+            if base + len(idx) > lo:
+                for i in idx[max(lo - base, 0): hi - base].tolist():
+                    out.append((rid, owner, i, int(nodes[i])))
+            base += len(idx)
+        mm.pos = hi
+        if mm.pos >= total:
+            mm.pos = 0
+            mm.seq += 1
         return out
 
     def _fault(self, tid: int, pod: int, rid: int, i: int, mem_nid: int, sim: "View") -> int | None:
