@@ -242,12 +242,13 @@ class K8s(CFS):
         return nxt
 
     def tick(self, sim: "View") -> list[Decision]:
-        out: list[Decision] = []
         if self._reconcile_at is not None and sim.now >= self._reconcile_at:
             # reconcileState: shared-pool containers' cpusets follow exclusive allocations.
             self._reconcile_at = None
             pool = self.shared_pool()
             alive = [t for t in self.shared_tids if sim.thread_alive[t] or sim.thread_cpu[t] < 0]
             if alive:
-                out.append(SetAffinity(tuple(alive), pool))
-        return out + super().tick(sim)
+                # The cpuset change alone: the balancer's moves, worked out now, would use
+                # the old cpusets. It runs at the next tick (1 ns later if it is due).
+                return [SetAffinity(tuple(alive), pool)]
+        return super().tick(sim)

@@ -22,16 +22,24 @@ CFS_PERIOD_NS = 100_000_000  # cpu.cfs_period_us default (Documentation/schedule
 
 
 class CpuRuntime:
-    def _enqueue(self, tid: int, cpu: int) -> None:
+    def _set_cpu(self, tid: int, cpu: int) -> None:
         self.t_cpu[tid] = cpu
+        self.v_thread_cpu[tid] = cpu
+
+    def _enqueue(self, tid: int, cpu: int) -> None:
+        self._set_cpu(tid, cpu)
         self.t_active[tid] = True
+        self.v_thread_active[tid] = True
         self.nr[cpu] += 1
+        self.v_nr_running[cpu] += 1
         self.rq[cpu].append(tid)
 
     def _dequeue(self, tid: int) -> None:
-        cpu = int(self.t_cpu[tid])
+        cpu = self.t_cpu[tid]
         self.t_active[tid] = False
+        self.v_thread_active[tid] = False
         self.nr[cpu] -= 1
+        self.v_nr_running[cpu] -= 1
         self.rq[cpu].remove(tid)
         self.r_share[tid] = 0.0
         self.r_cap[tid] = 0.0
@@ -49,7 +57,7 @@ class CpuRuntime:
 
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue; an idle CPU then asks the policy for work."""
-        cpu = int(self.t_cpu[tid])
+        cpu = self.t_cpu[tid]
         self._integrate(self._on_cpus([cpu]))
         self._dequeue(tid)
         self.t_gen[tid] += 1
@@ -63,28 +71,28 @@ class CpuRuntime:
             return
         waker = None
         if self.p_waker_pod[tid]:
-            pod = self.pods[int(self.t_pod[tid])]
+            pod = self.pods[self.t_pod[tid]]
             others = [t for t in pod.tids if t != tid and self.t_active[t]]
             if others:
-                waker = int(self.t_cpu[others[int(self.rng.integers(len(others)))]])
+                waker = self.t_cpu[others[int(self.rng.integers(len(others)))]]
         if self.t_waiting[tid]:
             # A new request: after a think time (closed), or the next in the queue (open).
             if self.p_req_mode[tid] == 2:
                 if not self._take_request(tid):
                     return
             else:
-                self.t_req_arrival[tid] = self.now
+                self.t_req_arrival[tid] = self.env.now
                 self.t_req_left[tid] = self.p_req_ops[tid]
             self.t_waiting[tid] = False
         cpu = int(self.policy.wake(tid, waker, self.view))
         self._check_place(tid, cpu, "wake")
-        prev = int(self.t_cpu[tid])
+        prev = self.t_cpu[tid]
         self.c_wakeups[tid] += 1
         self._integrate([tid] + self._on_cpus([cpu]))
         if cpu != prev:
             self._charge_move(tid, prev, cpu)
         if self.q_throttled[self.t_pod[tid]]:
-            self.t_cpu[tid] = cpu
+            self._set_cpu(tid, cpu)
             self.t_held[tid] = True
             return
         self._enqueue(tid, cpu)
@@ -105,34 +113,35 @@ class CpuRuntime:
         if not tids:
             return
         spec = m.spec
+        smt = m.smt
         l2 = spec.l2_kib * 1024
-        nr, t_cpu, cpu_node = self.nr, self.t_cpu, m.cpu_node
+        nr, t_cpu, cpu_node, lat = self.nr, self.t_cpu, self._cpu_node, self._lmat_diag
+        footprint, stall, tau = self.p_footprint, self.p_stall, self.r_tau
         need_tau = []
         for tid in tids:
-            c = int(t_cpu[tid])
-            n = int(nr[c])
+            c = t_cpu[tid]
+            n = nr[c]
             share = 1.0 / n
             factor = 1.0
-            if m.smt:
+            if smt:
                 k = sum(1 for sib in self._core_of[c] if nr[sib] > 0)
                 if k > 1:
                     factor = spec.smt_yield / k
             eff = 1.0
             if n > 1:
-                node = int(cpu_node[c])
-                refill = min(float(self.p_footprint[tid]), l2) / LINE
-                cost = spec.context_switch_ns + refill * float(self._lmat[node, node]) * float(self.p_stall[tid])
+                refill = min(footprint[tid], l2) / LINE
+                cost = spec.context_switch_ns + refill * lat[cpu_node[c]] * stall[tid]
                 sl = self._slice(n)
                 eff = sl / (sl + cost) if sl > 0 else 1.0
             self.r_share[tid] = share
             self.r_cap[tid] = share * factor * eff
-            if self.r_tau[tid] == math.inf:
+            if tau[tid] == math.inf:
                 need_tau.append(tid)
         if need_tau:
             self._set_tau(np.array(need_tau))
         self._reschedule(tids)
         if self._has_quota:
-            for p in {int(self.t_pod[t]) for t in tids}:
+            for p in {self.t_pod[t] for t in tids}:
                 if self.q_quota[p] != math.inf:
                     self._quota_schedule(p)
 
@@ -141,56 +150,53 @@ class CpuRuntime:
             self._slices[n] = float(self.policy.slice_ns(n))
         return self._slices[n]
 
-    def _pod_tids(self, p: int) -> NDArray[np.int64]:
-        return np.array(self.pods[p].tids, dtype=np.int64)
+    def _pod_cpu(self, p: int) -> float:
+        """CPU time the pod's threads have used so far, ns (integrated to now)."""
+        tids = self.pods[p].tids
+        self._integrate(tids)
+        return math.fsum(self.c_cpu[t] for t in tids)
 
     def _bandwidth(self, pod: PodInstance):
         """CFS bandwidth control: refill the pod's quota every period, release throttled threads."""
         p = pod.index
-        tids = self._pod_tids(p)
         while pod.status == "running":
             start = self.now
-            self._integrate(tids)
-            self.q_base[p] = self.c_cpu[tids].sum()
+            self.q_base[p] = self._pod_cpu(p)
             self._quota_schedule(p)
             yield self.env.timeout(CFS_PERIOD_NS)
-            self._integrate(tids)
-            self.quota_log.append((start, p, float(self.c_cpu[tids].sum() - self.q_base[p])))
+            self.quota_log.append((start, p, self._pod_cpu(p) - self.q_base[p]))
             if self.q_throttled[p]:
                 self._unthrottle(p)
 
     def _quota_schedule(self, p: int) -> None:
         """Schedule the moment the pod's threads use up this period's quota, at their current shares."""
-        if self.q_throttled[p] or not np.isfinite(self.q_quota[p]):
+        if self.q_throttled[p] or self.q_quota[p] == math.inf:
             return
         self.q_gen[p] += 1
-        tids = self._pod_tids(p)
-        self._integrate(tids)
-        rate = float(self.r_share[tids].sum())
+        used = self._pod_cpu(p)
+        rate = sum(self.r_share[t] for t in self.pods[p].tids)
         if rate <= 0:
             return
-        left = self.q_quota[p] - (self.c_cpu[tids].sum() - self.q_base[p])
-        gen = int(self.q_gen[p])
-        ev = self.env.timeout(max(int(np.ceil(left / rate)), 1))
+        left = self.q_quota[p] - (used - self.q_base[p])
+        gen = self.q_gen[p]
+        ev = self.env.timeout(max(math.ceil(left / rate), 1))
         ev.callbacks.append(lambda _e, q=p, g=gen: self._quota_check(q, g))
 
     def _quota_check(self, p: int, gen: int) -> None:
         if gen != self.q_gen[p] or self.q_throttled[p] or self.pods[p].status != "running":
             return
-        tids = self._pod_tids(p)
-        self._integrate(tids)
-        if self.c_cpu[tids].sum() - self.q_base[p] < self.q_quota[p] - 1.0:
+        if self._pod_cpu(p) - self.q_base[p] < self.q_quota[p] - 1.0:
             self._quota_schedule(p)
             return
         # Quota exhausted: the pod's runnable threads wait for the next period.
         self.q_throttled[p] = True
         self.q_since[p] = self.now
         cpus = []
-        for tid in tids:
+        for tid in self.pods[p].tids:
             if self.t_active[tid]:
-                cpus.append(int(self.t_cpu[tid]))
-                self._integrate(self._on_cpus([int(self.t_cpu[tid])]))
-                self._dequeue(int(tid))
+                cpus.append(self.t_cpu[tid])
+                self._integrate(self._on_cpus([self.t_cpu[tid]]))
+                self._dequeue(tid)
                 self.t_gen[tid] += 1
                 self.t_held[tid] = True
         self._update_cpus(cpus, integrated=True)
@@ -201,14 +207,14 @@ class CpuRuntime:
 
     def _unthrottle(self, p: int) -> None:
         self.q_throttled[p] = False
-        held = [int(t) for t in self._pod_tids(p) if self.t_held[t]]
+        held = [t for t in self.pods[p].tids if self.t_held[t]]
         self.c_throttled[p] += (self.now - self.q_since[p]) * len(held)
         cpus = []
         for tid in held:
             self.t_held[tid] = False
             if self.t_paused[tid] or self.t_phase[tid] not in (TOUCH, WORK):
                 continue
-            cpu = int(self.t_cpu[tid])
+            cpu = self.t_cpu[tid]
             self._integrate([tid] + self._on_cpus([cpu]))
             self.t_last[tid] = self.now
             self._enqueue(tid, cpu)

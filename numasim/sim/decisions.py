@@ -41,9 +41,10 @@ class Decisions:
 
     def _apply(self, d: Decision) -> None:
         if isinstance(d, Move):
-            if d.numa and self.t_active[d.tid] and self.t_cpu[d.tid] != d.cpu:
-                self.c_numa_moves[d.tid] += 1
-            self._move(d.tid, int(d.cpu), d)
+            tid = int(d.tid)
+            if d.numa and 0 <= tid < len(self.t_cpu) and self.t_active[tid] and self.t_cpu[tid] != d.cpu:
+                self.c_numa_moves[tid] += 1
+            self._move(tid, int(d.cpu), d)
         elif isinstance(d, MoveChunks):
             self._move_chunks(d)
         elif isinstance(d, Charge):
@@ -74,7 +75,7 @@ class Decisions:
         if not 0 <= tid < len(self.t_cpu) or not self.t_active[tid]:
             raise PolicyError(self.policy.name, self.now, decision, f"thread {tid} is not on a runqueue")
         self._check_place(tid, cpu, decision)
-        old = int(self.t_cpu[tid])
+        old = self.t_cpu[tid]
         if old == cpu:
             return
         self._integrate(self._on_cpus([old, cpu]))
@@ -86,17 +87,17 @@ class Decisions:
     def _charge_move(self, tid: int, old: int, cpu: int) -> None:
         """Record a move and charge the cache refill it costs."""
         m = self.machine
-        src, dst = int(m.cpu_node[old]), int(m.cpu_node[cpu])
+        src, dst = self._cpu_node[old], self._cpu_node[cpu]
         # Within one LLC only the private caches are lost; across LLCs, the whole footprint.
         footprint = self.p_footprint[tid]
         if m.cpu_socket[old] == m.cpu_socket[cpu] and m.spec.nodes_per_socket == 1:
             footprint = min(footprint, m.spec.l2_kib * 1024)
-        self.t_debt[tid] += refill_ns(footprint, float(self._lmat[dst, dst]), self.p_mlp[tid])
+        self.t_debt[tid] += refill_ns(footprint, self._lmat_diag[dst], self.p_mlp[tid])
         self.c_moves[tid] += 1
         self.migrations.append((self.now, tid, old, cpu))
         self.placements.append((self.now, tid, cpu))
         if src != dst:
             self.c_xmoves[tid] += 1
-            self.t_cpu[tid] = cpu
+            self._set_cpu(tid, cpu)
             self._set_tau(np.array([tid]))
             self._dirty = True

@@ -7,7 +7,7 @@ methods share (see docs/architecture.md).
 from __future__ import annotations
 
 
-import numpy as np
+import math
 
 from ..errors import PolicyError
 from .cpu import CFS_PERIOD_NS
@@ -47,7 +47,7 @@ class Drivers:
         for k, tid in enumerate(pod.tids):
             self.t_shared_rid[tid] = pod.shared_rid
             self.t_private[tid] = self.memory.add_region(pod.index, tid, private)
-            plan = [[int(self.t_private[tid]), private]]
+            plan = [[self.t_private[tid], private]]
             if prof.touch == "threads":
                 part = shared // pod.threads + (1 if k < shared % pod.threads else 0)
                 plan.append([pod.shared_rid, part])
@@ -83,7 +83,7 @@ class Drivers:
         self.t_last[tid] = self.now
         self.placements.append((self.now, tid, cpu))
         if self.q_throttled[self.t_pod[tid]]:
-            self.t_cpu[tid] = cpu
+            self._set_cpu(tid, cpu)
             self.t_held[tid] = True
             return
         self._integrate(self._on_cpus([cpu]))
@@ -96,7 +96,7 @@ class Drivers:
     def _begin_work(self, tid: int) -> None:
         """A thread starts serving requests: the first one (closed) or the queue's (open)."""
         mode = self.p_req_mode[tid]
-        pod = self.pods[int(self.t_pod[tid])]
+        pod = self.pods[self.t_pod[tid]]
         if mode == 2 and pod.index not in self._injecting and all(self.t_phase[t] == WORK for t in pod.tids):
             # The injector starts once the service is up: every worker has touched its memory.
             self._injecting.add(pod.index)
@@ -112,7 +112,7 @@ class Drivers:
         self._reschedule((tid,))
 
     def _take_request(self, tid: int) -> bool:
-        q = self.queue[int(self.t_pod[tid])]
+        q = self.queue[self.t_pod[tid]]
         if not q:
             return False
         self.t_req_arrival[tid] = q.popleft()
@@ -121,11 +121,11 @@ class Drivers:
 
     def _complete(self, tid: int) -> None:
         """The thread finished its request: record the response time, then think or take the next."""
-        p = int(self.t_pod[tid])
-        self.lat_time.append(self.now)
-        self.lat_pod.append(p)
-        self.lat_value.append(self.now - int(self.t_req_arrival[tid]))
-        self.t_req_left[tid] = np.inf
+        now = self.env.now
+        self.lat_time.append(now)
+        self.lat_pod.append(self.t_pod[tid])
+        self.lat_value.append(now - self.t_req_arrival[tid])
+        self.t_req_left[tid] = math.inf
         if self.p_req_mode[tid] == 2 and self._take_request(tid):
             self._reschedule((tid,))
             return

@@ -97,39 +97,47 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         for p in pods:
             p.tids = tuple(range(tids, tids + p.spec.threads))
             tids += p.spec.threads
-        self.t_pod = np.array([p.index for p in pods for _ in p.tids], dtype=np.int64)
-        self.t_cpu = np.full(nt, -1, dtype=np.int64)
-        self.t_phase = np.full(nt, NEW, dtype=np.int64)
-        self.t_active = np.zeros(nt, dtype=bool)
+        # Per-thread state is kept in Python lists: the event path reads and writes one
+        # value at a time, and a numpy scalar access costs 5-7x a list's
+        # (docs/performance.md). Code that works on many threads at once converts with
+        # ``np.asarray``. The View's arrays are numpy mirrors written alongside
+        # (``v_thread_cpu``, ``v_thread_active``, ``v_nr_running``).
+        self.t_pod = [p.index for p in pods for _ in p.tids]
+        self.t_cpu = [-1] * nt
+        self.t_phase = [NEW] * nt
+        self.t_active = [False] * nt
+        self.v_thread_cpu = np.full(nt, -1, dtype=np.int64)
+        self.v_thread_active = np.zeros(nt, dtype=bool)
         self.t_affinity: list[frozenset[int] | None] = [None] * nt
-        self.t_private = np.full(nt, -1, dtype=np.int64)
+        self.t_private = [-1] * nt
         self.t_touch_plan: list[list[list[int]]] = [[] for _ in range(nt)]  # [[rid, bytes left], ...]
-        self.t_debt = np.zeros(nt)
-        self.t_req_left = np.full(nt, np.inf)  # operations left in the current request
-        self.t_req_arrival = np.zeros(nt, dtype=np.int64)  # when the current request arrived
-        self.t_waiting = np.zeros(nt, dtype=bool)  # blocked with no request to serve
-        self.t_last = np.zeros(nt, dtype=np.int64)
-        self.t_gen = np.zeros(nt, dtype=np.int64)
-        self.t_paused = np.zeros(nt, dtype=bool)
-        prof = [pods[int(pi)].profile for pi in self.t_pod]
-        self.p_cycles = np.array([pr.cycles_per_op for pr in prof])
-        self.p_misses = np.array([pr.llc_misses_per_op for pr in prof])
-        self.p_mlp = np.array([pr.mlp for pr in prof])
-        self.p_stall = 1.0 / self.p_mlp
-        self.p_shared = np.array([pr.shared_fraction for pr in prof])
-        self.p_touch = np.array([pr.touch_gbps for pr in prof])  # bytes per full-core ns
-        self.p_footprint = np.array([pr.cache_footprint_mib * 2**20 for pr in prof])
+        self.t_debt = [0.0] * nt
+        self.t_req_left = [math.inf] * nt  # operations left in the current request
+        self.t_req_arrival = [0] * nt  # when the current request arrived
+        self.t_waiting = [False] * nt  # blocked with no request to serve
+        self.t_last = [0] * nt
+        self.t_gen = [0] * nt
+        self.t_paused = [False] * nt
+        prof = [pods[pi].profile for pi in self.t_pod]
+        self.p_cycles = [pr.cycles_per_op for pr in prof]
+        self.p_misses = [float(pr.llc_misses_per_op) for pr in prof]
+        self.p_mlp = [float(pr.mlp) for pr in prof]
+        self.p_stall = [1.0 / m for m in self.p_mlp]
+        self.p_shared = [pr.shared_fraction for pr in prof]
+        self.p_touch = [pr.touch_gbps for pr in prof]  # bytes per full-core ns
+        self.p_footprint = [float(pr.cache_footprint_mib * 2**20) for pr in prof]
         reqs = [pr.requests for pr in prof]
-        self.p_req_mode = np.array([0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs])
-        self.p_req_ops = np.array([np.inf if r is None else r.ops for r in reqs])
-        self.p_think = np.array([0.0 if r is None else r.think_ms * 1e6 for r in reqs])
+        self.p_req_mode = [0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs]
+        self.p_req_ops = [math.inf if r is None else float(r.ops) for r in reqs]
+        self.p_think = [0.0 if r is None else r.think_ms * 1e6 for r in reqs]
         self.queue: list[deque[int]] = [deque() for _ in pods]  # open mode: arrival times per pod
         self._injecting: set[int] = set()
         self.lat_time: list[int] = []  # request completions: time, pod, response time (ns)
         self.lat_pod: list[int] = []
         self.lat_value: list[int] = []
-        self.p_waker_pod = np.array([pr.waker == "pod" for pr in prof])
-        self.nr = np.zeros(machine.n_cpus, dtype=np.int64)
+        self.p_waker_pod = [pr.waker == "pod" for pr in prof]
+        self.nr = [0] * machine.n_cpus
+        self.v_nr_running = np.zeros(machine.n_cpus, dtype=np.int64)
         # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
         spec = machine.spec
         self.f_max = spec.frequency_ghz
@@ -139,45 +147,48 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._busy_seen = np.zeros(machine.n_cpus)
         self.rq: list[list[int]] = [[] for _ in range(machine.n_cpus)]
         self._core_of = [machine.core_cpus[int(machine.cpu_core[c])] for c in range(machine.n_cpus)]
+        self._cpu_node = machine.cpu_node.tolist()
         self._slices: dict[int, float] = {}
-        self.t_shared_rid = np.zeros(nt, dtype=np.int64)
+        self.t_shared_rid = [0] * nt
 
         # Cumulative counters.
-        self.c_ops = np.zeros(nt)
-        self.c_cpu = np.zeros(nt)
-        self.c_wait = np.zeros(nt)
-        self.c_miss = np.zeros(nt)
-        self.c_miss_local = np.zeros(nt)
+        self.c_ops = [0.0] * nt
+        self.c_cpu = [0.0] * nt
+        self.c_wait = [0.0] * nt
+        self.c_miss = [0.0] * nt
+        self.c_miss_local = [0.0] * nt
         self.c_miss_node = np.zeros((nt, n))
-        self._miss_pending = np.zeros(nt)  # misses not yet spread over c_miss_node's nodes
-        self.c_moves = np.zeros(nt, dtype=np.int64)
-        self.c_xmoves = np.zeros(nt, dtype=np.int64)
-        self.c_wakeups = np.zeros(nt, dtype=np.int64)
-        self.c_faults = np.zeros(nt, dtype=np.int64)
-        self.c_numa_moves = np.zeros(nt, dtype=np.int64)
-        self.c_kernel_ns = np.zeros(nt)
-        self.c_cpu_busy = np.zeros(machine.n_cpus)
+        self._miss_pending = [0.0] * nt  # misses not yet spread over c_miss_node's nodes
+        self.c_moves = [0] * nt
+        self.c_xmoves = [0] * nt
+        self.c_wakeups = [0] * nt
+        self.c_faults = [0] * nt
+        self.c_numa_moves = [0] * nt
+        self.c_kernel_ns = [0.0] * nt
+        self.c_cpu_busy = [0.0] * machine.n_cpus
         self.c_pages_moved = np.zeros(len(pods))
         # CFS bandwidth control, per pod.
         npods = len(pods)
-        self.q_quota = np.full(npods, np.inf)  # CPU ns allowed per period
+        self.q_quota = [math.inf] * npods  # CPU ns allowed per period
         self._has_quota = False  # whether any pod's limit can bind
-        self.q_base = np.zeros(npods)  # the pod's CPU time at the start of the period
-        self.q_throttled = np.zeros(npods, dtype=bool)
-        self.q_gen = np.zeros(npods, dtype=np.int64)
-        self.q_since = np.zeros(npods, dtype=np.int64)
-        self.t_held = np.zeros(nt, dtype=bool)  # runnable, but held by a throttled pod
+        self.q_base = [0.0] * npods  # the pod's CPU time at the start of the period
+        self.q_throttled = [False] * npods
+        self.q_gen = [0] * npods
+        self.q_since = [0] * npods
+        self.t_held = [False] * nt  # runnable, but held by a throttled pod
         self.c_throttled = np.zeros(npods)  # thread-ns of runnable time held by throttling
         self.quota_log: list[tuple[int, int, float]] = []  # (period start, pod, CPU ns used)
 
         # Current rates.
-        self.r_share = np.zeros(nt)  # share of its CPU's time
-        self.r_cap = np.zeros(nt)  # full-core ns of work per wall ns
-        self.r_tau = np.full(nt, np.inf)  # full-core ns per operation
+        self.r_share = [0.0] * nt  # share of its CPU's time
+        self.r_cap = [0.0] * nt  # full-core ns of work per wall ns
+        self.r_tau = [math.inf] * nt  # full-core ns per operation
         self.r_access = np.zeros((nt, n))
-        self.r_local = np.ones(nt)
+        self.r_local = np.ones(nt)  # the View's array; the event path reads the list below
+        self._local = [1.0] * nt
         self.r_latency = np.zeros(nt)
         self._lmat = machine.latency.copy()
+        self._lmat_diag = np.diag(self._lmat).tolist()
         self.r_node_load = np.zeros(n)  # bytes/ns on each memory node at the last solve
         self.r_link_load = np.zeros((n, n))
         self._x = np.ones(n)
@@ -220,7 +231,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             duration_ns=self.duration_ns,
             warmup_ns=self.warmup_ns,
             pods=self.pods,
-            thread_pod=self.t_pod.copy(),
+            thread_pod=np.array(self.t_pod, dtype=np.int64),
             sample_times=np.array(self._sample_times, dtype=np.int64),
             samples=samples,
             placements=self.placements,
@@ -260,7 +271,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
     def _on_thread_event(self, tid: int, gen: int) -> None:
         if gen != self.t_gen[tid] or not self.t_active[tid]:
             return
-        self._integrate((tid,))
+        self._integrate_one(tid)
         if self.t_phase[tid] == TOUCH:
             if sum(p[1] for p in self.t_touch_plan[tid]) < PAGE:
                 self._touch(tid, float(PAGE))
@@ -275,31 +286,27 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._complete(tid)
 
     def _reschedule(self, tids) -> None:
-        """Schedule each thread's next own event: end of its touch, or of its burst.
-
-        The per-thread path reads numpy arrays once per value into Python floats:
-        arithmetic on numpy scalars costs several times more (docs/performance.md).
-        """
+        """Schedule each thread's next own event: end of its touch, or of its burst."""
         now = self.env.now
-        gen, active, phase = self.t_gen, self.t_active, self.t_phase
+        gen, active, phase, cap_of = self.t_gen, self.t_active, self.t_phase, self.r_cap
+        debt, tau, req_left = self.t_debt, self.r_tau, self.t_req_left
         heap = self._heap
         for tid in tids:
-            tid = int(tid)
-            g = int(gen[tid]) + 1
+            g = gen[tid] + 1
             gen[tid] = g
             if not active[tid]:
                 continue
-            cap = float(self.r_cap[tid])
+            cap = cap_of[tid]
             if cap <= 0.0:
                 continue
             if phase[tid] == TOUCH:
                 left = sum(p[1] for p in self.t_touch_plan[tid])
-                eta = (float(self.t_debt[tid]) + left * float(self.r_tau[tid]) / LINE) / cap
+                eta = (debt[tid] + left * tau[tid] / LINE) / cap
             else:
-                req = float(self.t_req_left[tid])
+                req = req_left[tid]
                 if req == math.inf:
                     continue
-                eta = (float(self.t_debt[tid]) + max(req, 0.0) * float(self.r_tau[tid])) / cap
+                eta = (debt[tid] + max(req, 0.0) * tau[tid]) / cap
             if eta == math.inf or eta != eta:
                 continue
             heapq.heappush(heap, (now + max(math.ceil(eta), 1), tid, g))
@@ -336,7 +343,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._arm()
 
     def _snapshot(self) -> None:
-        everyone = np.arange(len(self.t_cpu))
+        everyone = range(len(self.t_cpu))
         self._integrate(everyone)
         self._flush_miss_node(everyone)
         self._sample_times.append(self.now)
@@ -357,11 +364,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "pages_moved": self.c_pages_moved,
             "throttled": self.c_throttled,
             "pod_memory": self.memory.pod_bytes(len(self.pods)),
-            "thread_cpu": self.t_cpu,
-            "thread_active": self.t_active,
+            "thread_cpu": self.v_thread_cpu,
+            "thread_active": self.v_thread_active,
             "thread_local": self.r_local,
             "node_load": self.r_node_load,
             "link_load": self.r_link_load,
         }
         for k, v in snap.items():
-            self._samples.setdefault(k, []).append(np.array(v, copy=True))
+            self._samples.setdefault(k, []).append(np.array(v))

@@ -24,8 +24,8 @@ MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
 class PageRuntime:
     def _touch(self, tid: int, nbytes: float) -> None:
         plan = self.t_touch_plan[tid]
-        pod = self.pods[int(self.t_pod[tid])]
-        node = int(self.machine.cpu_node[self.t_cpu[tid]])
+        pod = self.pods[self.t_pod[tid]]
+        node = self._cpu_node[self.t_cpu[tid]]
         left = int(round(nbytes))
         if pod.status != "running":
             return
@@ -50,7 +50,7 @@ class PageRuntime:
 
     def _finish_touch(self, tid: int) -> None:
         self.t_phase[tid] = WORK
-        pod = self.pods[int(self.t_pod[tid])]
+        pod = self.pods[self.t_pod[tid]]
         if pod.profile.touch == "main" and tid == pod.tids[0]:
             for other in pod.tids[1:]:
                 self._start_thread(other)
@@ -63,7 +63,7 @@ class PageRuntime:
         pod.status = "failed"
         pod.reason = reason
         self._event("failed", f"{pod.name}: {reason}")
-        cpus = [int(self.t_cpu[t]) for t in pod.tids if self.t_active[t]]
+        cpus = [self.t_cpu[t] for t in pod.tids if self.t_active[t]]
         self._integrate(list(pod.tids) + self._on_cpus(cpus))
         for tid in pod.tids:
             if self.t_active[tid]:
@@ -120,7 +120,7 @@ class PageRuntime:
 
     def _copy_pages(self, pod_index: int, dst: int, budget: int) -> int:
         pod = self.pods[pod_index]
-        rids = [pod.shared_rid] + [int(self.t_private[t]) for t in pod.tids]
+        rids = [pod.shared_rid] + [self.t_private[t] for t in pod.tids]
         per = np.array([self.memory.placed(r) for r in rids])  # regions x nodes
         per[:, dst] = 0
         total = per.sum()

@@ -20,98 +20,65 @@ REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes wi
 
 
 class Rates:
-    def _integrate(self, tids: NDArray[np.int64]) -> None:
-        """Bring the counters of ``tids`` up to now at their current rates."""
-        if len(tids) <= 8:
-            for tid in tids:
-                self._integrate_one(int(tid))
-            return
-        tids = np.unique(tids)  # callers may name a thread twice; np.add.at would count it twice
-        now = self.now
-        dt = (now - self.t_last[tids]).astype(float)
-        self.t_last[tids] = now
-        live = (dt > 0) & (self.r_share[tids] > 0)
-        if not live.any():
-            return
-        tids, dt = tids[live], dt[live]
-        share = self.r_share[tids]
-        cpu_ns = share * dt
-        self.c_cpu[tids] += cpu_ns
-        self.c_wait[tids] += (1.0 - share) * dt
-        np.add.at(self.c_cpu_busy, self.t_cpu[tids], cpu_ns)
-        work = self.r_cap[tids] * dt
-        pay = np.minimum(self.t_debt[tids], work)
-        self.t_debt[tids] -= pay
-        work -= pay
-        phase = self.t_phase[tids]
-        run = phase == WORK
-        if run.any():
-            rt = tids[run]
-            ops = work[run] / self.r_tau[rt]
-            self.c_ops[rt] += ops
-            self.t_req_left[rt] -= ops
-            miss = ops * self.p_misses[rt]
-            self.c_miss[rt] += miss
-            self.c_miss_local[rt] += miss * self.r_local[rt]
-            self.c_miss_node[rt] += miss[:, None] * self.r_access[rt]
-        touching = phase == TOUCH
-        if touching.any():
-            for tid, w in zip(tids[touching], work[touching]):
-                if w > 0:
-                    self._touch(int(tid), w * LINE / self.r_tau[tid])
+    def _integrate(self, tids) -> None:
+        """Bring the counters of ``tids`` (any iterable of thread ids) up to now at their current rates."""
+        one = self._integrate_one
+        for tid in tids:  # a thread named twice integrates once: the second call finds dt = 0
+            one(tid)
 
     def _flush_miss_node(self, tids) -> None:
         """Spread the misses counted since the access rows of ``tids`` last changed over the nodes."""
-        pending = self._miss_pending[tids]
-        if pending.any():
-            self.c_miss_node[tids] += pending[:, None] * self.r_access[tids]
-            self._miss_pending[tids] = 0.0
+        pending = self._miss_pending
+        for tid in tids:
+            if pending[tid]:
+                self.c_miss_node[tid] += pending[tid] * self.r_access[tid]
+                pending[tid] = 0.0
 
     def _integrate_one(self, tid: int) -> None:
-        """:meth:`_integrate` for one thread, in scalar arithmetic (most events touch 1-3 threads)."""
-        now = self.now
-        dt = now - int(self.t_last[tid])
+        """Bring one thread's counters up to now, in scalar arithmetic."""
+        now = self.env.now
+        dt = now - self.t_last[tid]
         if dt <= 0:
             return
         self.t_last[tid] = now
-        share = float(self.r_share[tid])
+        share = self.r_share[tid]
         if share == 0.0:
             return  # asleep, not started or dead: nothing accrues
         cpu_ns = share * dt
         self.c_cpu[tid] += cpu_ns
         self.c_wait[tid] += (1.0 - share) * dt
         self.c_cpu_busy[self.t_cpu[tid]] += cpu_ns
-        work = float(self.r_cap[tid]) * dt
-        debt = float(self.t_debt[tid])
+        work = self.r_cap[tid] * dt
+        debt = self.t_debt[tid]
         if debt > 0.0:
             pay = min(debt, work)
             self.t_debt[tid] = debt - pay
             work -= pay
         phase = self.t_phase[tid]
         if phase == WORK:
-            ops = work / float(self.r_tau[tid])
+            ops = work / self.r_tau[tid]
             self.c_ops[tid] += ops
             self.t_req_left[tid] -= ops
-            miss = ops * float(self.p_misses[tid])
+            miss = ops * self.p_misses[tid]
             if miss > 0.0:
                 self.c_miss[tid] += miss
-                self.c_miss_local[tid] += miss * float(self.r_local[tid])
+                self.c_miss_local[tid] += miss * self._local[tid]
                 self._miss_pending[tid] += miss  # spread over nodes when the access row changes
         elif phase == TOUCH and work > 0.0:
-            self._touch(tid, work * LINE / float(self.r_tau[tid]))
+            self._touch(tid, work * LINE / self.r_tau[tid])
 
     def _access(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Share of each thread's misses that each node serves, from where its pages are."""
         m = self.machine
         dist = self.memory.distributions()
         local = np.zeros((tids.size, m.n_nodes))
-        local[np.arange(tids.size), m.cpu_node[self.t_cpu[tids]]] = 1.0
-        shared = dist[self.t_shared_rid[tids]]
-        private = dist[self.t_private[tids]]
+        local[np.arange(tids.size), m.cpu_node[np.asarray(self.t_cpu)[tids]]] = 1.0
+        shared = dist[np.asarray(self.t_shared_rid)[tids]]
+        private = dist[np.asarray(self.t_private)[tids]]
         # Memory not touched yet is allocated where it is first used: count it as local.
         shared = np.where(shared.sum(axis=1, keepdims=True) > 0, shared, local)
         private = np.where(private.sum(axis=1, keepdims=True) > 0, private, local)
-        sf = self.p_shared[tids][:, None]
+        sf = np.asarray(self.p_shared)[tids][:, None]
         return sf * shared + (1.0 - sf) * private
 
     def _touch_target(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -119,8 +86,8 @@ class Rates:
         m = self.machine
         out = np.zeros((tids.size, m.n_nodes))
         for i, tid in enumerate(tids):
-            node = int(m.cpu_node[self.t_cpu[tid]])
-            mp = self.pods[int(self.t_pod[tid])].mempolicy
+            node = self._cpu_node[self.t_cpu[tid]]
+            mp = self.pods[self.t_pod[tid]].mempolicy
             if mp.kind == "interleave":
                 out[i, list(mp.nodes)] = 1.0 / len(mp.nodes)
             elif mp.kind == "preferred" and mp.nodes:
@@ -138,14 +105,14 @@ class Rates:
         at start-up writes one cache line per operation, as a streaming store that
         overlaps ``TOUCH_MLP`` misses, so first touch also queues for bandwidth.
         """
-        compute = self.p_cycles[tids] / self.f_cpu[np.maximum(self.t_cpu[tids], 0)]
-        misses = self.p_misses[tids].copy()
-        stall = self.p_stall[tids].copy()
+        compute = np.asarray(self.p_cycles)[tids] / self.f_cpu[np.maximum(np.asarray(self.t_cpu)[tids], 0)]
+        misses = np.asarray(self.p_misses)[tids]
+        stall = np.asarray(self.p_stall)[tids]
         acc = self._access(tids)
-        touching = self.t_phase[tids] == TOUCH
+        touching = np.asarray(self.t_phase)[tids] == TOUCH
         if touching.any():
             tt = tids[touching]
-            compute[touching] = LINE / self.p_touch[tt]
+            compute[touching] = LINE / np.asarray(self.p_touch)[tt]
             misses[touching] = 1.0
             stall[touching] = 1.0 / TOUCH_MLP
             acc[touching] = self._touch_target(tt)
@@ -156,32 +123,37 @@ class Rates:
         if tids.size == 0:
             return
         compute, misses, stall, acc = self._phase_params(tids)
-        nodes = self.machine.cpu_node[self.t_cpu[tids]]
+        nodes = self.machine.cpu_node[np.asarray(self.t_cpu)[tids]]
         lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
-        self._flush_miss_node(tids)
+        self._flush_miss_node(tids.tolist())
         self.r_access[tids] = acc
-        self.r_local[tids] = acc[np.arange(tids.size), nodes]
+        local = acc[np.arange(tids.size), nodes]
+        self.r_local[tids] = local
         self.r_latency[tids] = lat
-        self.r_tau[tids] = compute + misses * lat * stall
+        tau = compute + misses * lat * stall
+        for tid, lo, ta in zip(tids.tolist(), local.tolist(), tau.tolist()):
+            self._local[tid] = lo
+            self.r_tau[tid] = ta
 
     def _solve(self) -> None:
         """Solve the loaded-latency fixed point for all threads and reset their times per op."""
         m = self.machine
-        alive = np.flatnonzero((self.t_phase == TOUCH) | (self.t_phase == WORK))
-        self._integrate(alive)
+        phase = np.asarray(self.t_phase)
+        alive = np.flatnonzero((phase == TOUCH) | (phase == WORK))
+        self._integrate(alive.tolist())
         self._dirty = False
         self._last_solve = self.now
         if alive.size == 0:
             return
-        act = alive[self.t_active[alive]]
+        act = alive[self.v_thread_active[alive]]
         compute, misses, stall, acc = self._phase_params(act)
         extra_node = np.zeros(m.n_nodes)
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
         for flow in self._flows.values():
             self._flow_traffic(flow, extra_node, extra_link)
         inp = RateInputs(
-            cpu_node=m.cpu_node[self.t_cpu[act]],
-            capacity=self.r_cap[act],
+            cpu_node=m.cpu_node[self.v_thread_cpu[act]],
+            capacity=np.asarray(self.r_cap)[act],
             compute_ns=compute,
             misses=misses,
             stall_scale=stall,
@@ -192,11 +164,12 @@ class Rates:
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.link_bandwidth, m.curve, x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
+        self._lmat_diag = np.diag(sol.lmat).tolist()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self._set_tau(alive)
-        serving = alive[self.t_active[alive] & np.isfinite(self.t_req_left[alive])]
+        serving = alive[self.v_thread_active[alive] & np.isfinite(np.asarray(self.t_req_left)[alive])]
         if serving.size:
-            self._reschedule(serving)  # times per operation changed: so do request completions
+            self._reschedule(serving.tolist())  # times per operation changed: so do request completions
 
     def _refresher(self):
         schedutil = self.machine.spec.governor == "schedutil" and self.f_min < self.f_max
@@ -209,9 +182,10 @@ class Rates:
 
     def _schedutil(self) -> None:
         """schedutil: f = 1.25 x f_max x util, util a PELT-like average (32 ms half-life)."""
-        self._integrate(np.arange(len(self.t_cpu)))
-        busy = (self.c_cpu_busy - self._busy_seen) / REFRESH_NS
-        self._busy_seen = self.c_cpu_busy.copy()
+        self._integrate(range(len(self.t_cpu)))
+        busy_now = np.array(self.c_cpu_busy)
+        busy = (busy_now - self._busy_seen) / REFRESH_NS
+        self._busy_seen = busy_now
         decay = 0.5 ** (REFRESH_NS / 32e6)
         self._util = self._util * decay + (1 - decay) * np.clip(busy, 0.0, 1.0)
         freq = np.clip(1.25 * self.f_max * self._util, self.f_min, self.f_max)

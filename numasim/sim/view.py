@@ -38,23 +38,23 @@ class SimView:
 
     @cached_property  # a read-only view of an array the runtime updates in place
     def thread_pod(self) -> NDArray[np.int64]:
-        return _ro(self._sim.t_pod)
+        return _ro(np.array(self._sim.t_pod, dtype=np.int64))
 
     @cached_property  # a read-only view of an array the runtime updates in place
     def thread_cpu(self) -> NDArray[np.int64]:
         """CPU of each thread (the last one it ran on, if asleep; -1 before it starts)."""
-        return _ro(self._sim.t_cpu)
+        return _ro(self._sim.v_thread_cpu)
 
     @cached_property  # a read-only view of an array the runtime updates in place
     def thread_active(self) -> NDArray[np.bool_]:
         """Threads on a runqueue (running or waiting for their CPU)."""
-        return _ro(self._sim.t_active)
+        return _ro(self._sim.v_thread_active)
 
     @property
     def thread_alive(self) -> NDArray[np.bool_]:
         """Threads that have started and not died (running, waiting or asleep)."""
-        s = self._sim
-        return (s.t_phase == TOUCH) | (s.t_phase == WORK)
+        phase = np.asarray(self._sim.t_phase)
+        return (phase == TOUCH) | (phase == WORK)
 
     def affinity(self, tid: int) -> frozenset[int] | None:
         return self._sim.t_affinity[tid]
@@ -66,7 +66,7 @@ class SimView:
     @cached_property  # a read-only view of an array the runtime updates in place
     def nr_running(self) -> NDArray[np.int64]:
         """Threads queued on each CPU (running or waiting)."""
-        return _ro(self._sim.nr)
+        return _ro(self._sim.v_nr_running)
 
     def runqueue(self, cpu: int) -> list[int]:
         """Threads queued on ``cpu``, in the order they arrived there."""
@@ -89,8 +89,8 @@ class SimView:
         """DRAM misses per ns each thread makes at its current rate (0 when not running)."""
         s = self._sim
         with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(s.t_phase == WORK, s.r_cap / s.r_tau, 0.0)
-        return np.nan_to_num(rate) * s.p_misses
+            rate = np.where(np.asarray(s.t_phase) == WORK, np.asarray(s.r_cap) / np.asarray(s.r_tau), 0.0)
+        return np.nan_to_num(rate) * np.asarray(s.p_misses)
 
     def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
         """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
@@ -100,14 +100,14 @@ class SimView:
     def thread_cpu_time(self) -> NDArray[np.float64]:
         """CPU time consumed by each thread so far, ns."""
         s = self._sim
-        s._integrate(np.arange(len(s.t_cpu)))
-        return _ro(s.c_cpu)
+        s._integrate(range(len(s.t_cpu)))
+        return _ro(np.array(s.c_cpu))
 
     def thread_runnable_time(self) -> NDArray[np.float64]:
         """Time each thread has spent runnable (running or waiting for a CPU) so far, ns."""
         s = self._sim
-        s._integrate(np.arange(len(s.t_cpu)))
-        return s.c_cpu + s.c_wait
+        s._integrate(range(len(s.t_cpu)))
+        return np.array(s.c_cpu) + np.array(s.c_wait)
 
 
 def _ro(a: NDArray) -> NDArray:
