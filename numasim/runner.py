@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -15,6 +13,7 @@ from .analysis.metrics import Metrics, combine, summarize
 from .analysis.results import RunResult
 from .model.scenario import Scenario, Variant
 from .analysis.sla import PERCENTILE_KEYS, ladder_variant, score
+from .jobs import Job, run_jobs, worker_count
 from .units import parse_duration
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
@@ -82,21 +81,26 @@ def select_variants(scenario: Scenario, policies: list[str] | None) -> list[Vari
     return chosen
 
 
-def _worker(args):
-    scenario, label, seed, duration = args
-    return run_variant(scenario, scenario.variant(label), seed, duration)
+def _run_job(scenario: Scenario, label: str, seed: int, duration: int | None,
+             keep_trace: bool) -> tuple[Metrics, Trace | None]:
+    """One variant and seed in a worker; the trace is sent back only if it is kept."""
+    metrics, trace = run_variant(scenario, scenario.variant(label), seed, duration)
+    return metrics, trace if keep_trace else None
 
 
-def _sla_worker(args):
-    """One rung of the SLA ladder: the variant open-loop at ``level`` x its closed-loop rate."""
-    scenario, label, level, saturated, seed, duration = args
+def _sla_job(scenario: Scenario, label: str, level: float, saturated: Metrics, seed: int,
+             duration: int | None) -> tuple[float | None, float | None]:
+    """One rung of the SLA ladder: the variant open-loop at ``level`` x its closed-loop rate.
+
+    Returns the offered rate and the response-time percentile the SLA names.
+    """
     variant = ladder_variant(scenario, scenario.variant(label), saturated, level)
     if variant is None:
-        return label, level, None, None
+        return None, None
     metrics, _ = run_variant(scenario, variant, seed, duration)
     offered = level * sum(p.latency["requests_per_s"] for p in saturated.pods if p.latency is not None)
     key = PERCENTILE_KEYS[scenario.spec.sla.percentile]
-    return label, level, offered, (metrics.latency or {}).get(key)
+    return offered, (metrics.latency or {}).get(key)
 
 
 def run(
@@ -104,7 +108,7 @@ def run(
     policies: list[str] | None = None,
     seed: int | None = None,
     duration: str | int | None = None,
-    workers: int = 1,
+    workers: int = 0,
     on_done: Callable[[str], None] | None = None,
     with_sla: bool = True,
 ) -> RunResult:
@@ -122,7 +126,9 @@ def run(
     duration
         Overrides the simulated duration (``"30s"`` or nanoseconds).
     workers
-        Processes to run variants in; ``0`` means one per CPU.
+        Processes to run the simulations in: ``0`` (the default) means one per CPU,
+        ``1`` runs them in this process. The results are the same, byte for byte,
+        whatever the number.
     on_done
         Called with a variant's label each time one of its runs finishes.
     with_sla
@@ -139,33 +145,33 @@ def run(
             raise ScenarioError(Problem(
                 "--duration", f"must be longer than the warm-up ({scenario.spec.warmup / 1e9:g}s), got {dur_ns / 1e9:g}s"
             ))
-    if workers == 0:
-        workers = os.cpu_count() or 1
+    if workers < 0:
+        raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) or more, got {workers}"))
     base_seed = scenario.spec.seed if seed is None else seed
     seeds = [base_seed + k for k in range(scenario.spec.replications)]
-    jobs = [(v.label, sd) for v in variants for sd in seeds]
-    done: dict[tuple[str, int], tuple[Metrics, Trace]] = {}
-    workers = max(1, min(workers, len(jobs)))
-    if workers == 1 or not _picklable(variants):
-        for label, sd in jobs:
-            done[(label, sd)] = run_variant(scenario, scenario.variant(label), sd, dur_ns)
-            if on_done:
-                on_done(label)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {job: pool.submit(_worker, (scenario, job[0], job[1], dur_ns)) for job in jobs}
-            for job, fut in futures.items():
-                done[job] = fut.result()
-                if on_done:
-                    on_done(job[0])
-    results: dict[str, tuple[Metrics, Trace]] = {}
-    for v in variants:
-        runs = [done[(v.label, sd)][0] for sd in seeds]
-        results[v.label] = (combine(runs, seeds), done[(v.label, seeds[0])][1])
+    sla_spec = scenario.spec.sla if with_sla else None
+    levels = sorted(sla_spec.levels) if sla_spec is not None else []
+    # The first seed of every variant first: the SLA search of a variant starts from it.
+    jobs = [Job(("run", v.label, sd), _run_job, (scenario, v.label, sd, dur_ns, sd == seeds[0]), v.label)
+            for sd in seeds for v in variants]
+    done: dict[tuple, tuple] = {}
+
+    def finished(job: Job, out) -> list[Job]:
+        done[job.key] = out
+        kind, label, *rest = job.key
+        if on_done:
+            on_done(label)
+        if kind == "run" and rest[0] == seeds[0]:
+            return [Job(("sla", label, lv), _sla_job, (scenario, label, lv, out[0], seeds[0], dur_ns), label)
+                    for lv in levels]
+        return []
+
+    run_jobs(jobs, worker_count(workers), finished)
+    runs = [combine([done[("run", v.label, sd)][0] for sd in seeds], seeds) for v in variants]
     sla = {}
-    if scenario.spec.sla is not None and with_sla:
-        sla = _sla(scenario, variants, {v.label: done[(v.label, seeds[0])][0] for v in variants},
-                   seeds[0], dur_ns, workers, on_done)
+    if sla_spec is not None:
+        rungs = [(v.label, lv, *done[("sla", v.label, lv)]) for v in variants for lv in levels]
+        sla = _score_sla(sla_spec, variants, rungs)
     spec = scenario.spec
     meta = {
         "name": spec.name,
@@ -180,32 +186,14 @@ def run(
     return RunResult(
         scenario=meta,
         baseline=scenario.baseline,
-        runs=[results[v.label][0] for v in variants],
-        traces={v.label: results[v.label][1] for v in variants},
+        runs=runs,
+        traces={v.label: done[("run", v.label, seeds[0])][1] for v in variants},
         sla=sla,
     )
 
 
-def _sla(scenario: Scenario, variants: list[Variant], saturated: dict[str, Metrics], seed: int,
-         dur_ns: int | None, workers: int, on_done) -> dict[str, dict]:
-    """Run the SLA ladder of every variant and score it (see numasim.analysis.sla)."""
-    spec = scenario.spec.sla
-    assert spec is not None
-    jobs = [(scenario, v.label, lv, saturated[v.label], seed, dur_ns) for v in variants for lv in sorted(spec.levels)]
-    if workers == 1 or not _picklable(variants):
-        rungs = []
-        for job in jobs:
-            rungs.append(_sla_worker(job))
-            if on_done:
-                on_done(job[1])
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_sla_worker, job) for job in jobs]
-            rungs = []
-            for job, fut in zip(jobs, futures):
-                rungs.append(fut.result())
-                if on_done:
-                    on_done(job[1])
+def _score_sla(spec, variants: list[Variant], rungs: list[tuple]) -> dict[str, dict]:
+    """Score each variant's SLA ladder (see numasim.analysis.sla)."""
     out: dict[str, dict] = {}
     for v in variants:
         curve = [(offered, p) for label, _lv, offered, p in rungs if label == v.label and offered is not None]
@@ -219,8 +207,3 @@ def _sla(scenario: Scenario, variants: list[Variant], saturated: dict[str, Metri
             **score(curve, list(spec.targets_ms)),
         }
     return out
-
-
-def _picklable(variants: list[Variant]) -> bool:
-    """Policies defined in a notebook or script cannot be sent to worker processes."""
-    return all(v.policy.__module__ not in ("__main__",) and "<" not in v.policy.__qualname__ for v in variants)

@@ -127,6 +127,14 @@ class Memory:
         self._placed[rid, node] += size
         self.used[node] += size
 
+    def _set_nodes(self, rid: int, start: int, stop: int, node: int) -> None:
+        """Place chunks ``start`` to ``stop - 1`` of region ``rid``, all untouched, on ``node``."""
+        reg = self.regions[rid]
+        size = min(reg.size, stop * CHUNK) - start * CHUNK
+        reg.node[start:stop] = node
+        self._placed[rid, node] += size
+        self.used[node] += size
+
     def allocate(self, rid: int, nbytes: int, cpu_node: int, policy: MemPolicy) -> int:
         """First-touch the next ``nbytes`` of region ``rid`` from a thread on ``cpu_node``.
 
@@ -142,15 +150,23 @@ class Memory:
         end = min(reg.size, reg.touched + int(nbytes))
         first = -(-reg.touched // CHUNK)  # chunks whose first byte lies in (touched, end]
         last = -(-end // CHUNK)
-        for i in range(first, last):
+        i = first
+        while i < last:
             size = reg.chunk_bytes(i)
             order = self._order(policy, cpu_node, i)
             for node in order:
                 if self.capacity[node] - self.used[node] >= size:
-                    self._set_node(rid, i, node)
                     break
             else:
                 raise AllocationFailure(rid, tuple(order), size)
+            n = 1
+            if policy.kind != "interleave":
+                # Every chunk tries the nodes in the same order, so the following ones
+                # that fit where this one does go there too, in one step.
+                room = int(self.capacity[node] - self.used[node]) - size
+                n = 1 + min(room // CHUNK, last - i - 1)
+            self._set_nodes(rid, i, i + n, node)
+            i += n
         reg.touched = end
         return end
 

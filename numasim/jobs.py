@@ -1,0 +1,119 @@
+"""Many simulations over one pool of worker processes, the longest first.
+
+A run of a scenario is a set of independent simulations (variants x seeds, then
+the SLA search's rungs, which need their variant's first run). They go to one
+pool of worker processes (loky's reusable executor, see docs/architecture.md),
+never more than there are workers at a time, so the next one is chosen when a
+worker frees up: the job expected to take longest, judged by how long the jobs
+of the same group (a variant) took so far. A group not seen yet counts as the
+longest, so that every group is measured early. The order only changes how soon
+the last job ends, never a result: every job is a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Job", "run_jobs", "worker_count"]
+
+
+@dataclass
+class Job:
+    """One call of ``fn(*args)`` in a worker; ``group`` names jobs of a similar cost."""
+
+    key: Hashable
+    fn: Callable[..., Any]
+    args: tuple
+    group: str
+    order: int = field(default=0, compare=False)  # submission order, to break ties
+
+
+def worker_count(workers: int) -> int:
+    """``workers``, with 0 meaning one per CPU this process may use."""
+    if workers > 0:
+        return workers
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _timed(fn: Callable[..., Any], args: tuple) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+class _Queue:
+    """Jobs waiting for a worker, handed out longest-expected first."""
+
+    def __init__(self) -> None:
+        self.pending: list[Job] = []
+        self.spent: dict[str, list[float]] = {}
+        self._n = 0
+
+    def add(self, jobs: Iterable[Job]) -> None:
+        for job in jobs:
+            job.order = self._n
+            self._n += 1
+            self.pending.append(job)
+
+    def record(self, group: str, seconds: float) -> None:
+        self.spent.setdefault(group, []).append(seconds)
+
+    def _expected(self, job: Job) -> float:
+        seen = self.spent.get(job.group)
+        return math.inf if not seen else sum(seen) / len(seen)
+
+    def pop(self) -> Job:
+        best = max(self.pending, key=lambda j: (self._expected(j), -j.order))
+        self.pending.remove(best)
+        return best
+
+
+def run_jobs(
+    jobs: Iterable[Job],
+    workers: int,
+    on_result: Callable[[Job, Any], Iterable[Job]],
+) -> None:
+    """Run ``jobs``; ``on_result(job, result)`` is called as each finishes and returns follow-up jobs.
+
+    With ``workers == 1`` everything runs in this process, in the same order a pool
+    of one would use. On an interrupt the pool's workers are killed, not waited for.
+    """
+    queue = _Queue()
+    queue.add(jobs)
+    if workers <= 1:
+        while queue.pending:
+            job = queue.pop()
+            seconds, out = _timed(job.fn, job.args)
+            queue.record(job.group, seconds)
+            queue.add(on_result(job, out))
+        return
+
+    from loky import get_reusable_executor  # imported here: a serial run never starts a pool
+
+    pool = get_reusable_executor(max_workers=workers)
+    running: dict[Future, Job] = {}
+    try:
+        while queue.pending or running:
+            while queue.pending and len(running) < workers:
+                job = queue.pop()
+                running[pool.submit(_timed, job.fn, job.args)] = job
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=lambda f: running[f].order):
+                job = running.pop(fut)
+                seconds, out = fut.result()
+                queue.record(job.group, seconds)
+                queue.add(on_result(job, out))
+    except BaseException:
+        for fut in running:
+            fut.cancel()
+        pool.shutdown(wait=False, kill_workers=True)
+        raise
