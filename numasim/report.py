@@ -97,9 +97,9 @@ def _pod_cpu_time(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     cpu = trace.samples["cpu"][idx]
     n_threads, n_cpus = cpu.shape[1], trace.machine.n_cpus
     out = np.zeros((len(edges) - 1, len(trace.pods), n_cpus))
-    if not trace.placements or n_threads == 0:
+    if len(trace.placements) == 0 or n_threads == 0:
         return edges, out
-    p = np.asarray(trace.placements, dtype=np.int64)
+    p = trace.placements
     p = p[np.argsort(p[:, 1], kind="stable")]  # by thread, each in time order (appended as they happened)
     last = np.append(p[1:, 1] != p[:-1, 1], True)
     start, tid, where = p[:, 0].astype(float), p[:, 1], p[:, 2]

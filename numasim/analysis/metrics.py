@@ -69,16 +69,6 @@ class Metrics:
 PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p99_ms": 99.0, "p999_ms": 99.9}
 
 
-def latency_summary(values_ns: np.ndarray, window_s: float) -> dict[str, float] | None:
-    """Response-time statistics (ms) of the requests completed in a window, or None if none were."""
-    if values_ns.size == 0:
-        return None
-    ms = values_ns / 1e6
-    out = {"requests": float(values_ns.size), "requests_per_s": float(values_ns.size / window_s), "mean_ms": float(ms.mean())}
-    out.update({k: float(np.percentile(ms, q)) for k, q in PERCENTILES.items()})
-    return out
-
-
 def _mean_latency(items: list[dict | None]) -> dict[str, float] | None:
     rows = [x for x in items if x is not None]
     if not rows:
@@ -165,9 +155,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
     moves, xmoves = delta("moves"), delta("xmoves")
     pages = delta("pages_moved")
     throttled = delta("throttled")
-    lat_all = trace.latencies
-    in_window = (lat_all[:, 0] >= t[i0]) & (lat_all[:, 0] <= t[i1]) if lat_all.size else np.zeros(0, dtype=bool)
-    lat, lat_pod = (lat_all[in_window, 2], lat_all[in_window, 1]) if lat_all.size else (np.zeros(0), np.zeros(0))
+    lat = trace.latencies  # requests completed in the window (the warm-up's are not kept)
     busy = delta("cpu_busy")
     pod_mem = s["pod_memory"][i1]
     pods: list[PodMetrics] = []
@@ -187,7 +175,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
             cross_node_migrations=int(xmoves[tids].sum()) if tids else 0,
             pages_migrated_bytes=int(pages[pod.index]),
             throttled_seconds=float(throttled[pod.index] / 1e9),
-            latency=latency_summary(lat[lat_pod == pod.index], win_s),
+            latency=lat.summary([pod.index], PERCENTILES, win_s),
             memory_per_node_bytes=[int(x) for x in pod_mem[pod.index]],
             placement=dict(adm.info) if adm is not None else {},
         ))
@@ -223,7 +211,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
         numa_task_moves=int(delta("numa_moves").sum()),
         kernel_cpu_seconds=float(delta("kernel").sum() / 1e9),
         throttled_seconds=float(throttled.sum() / 1e9),
-        latency=latency_summary(lat, win_s),
+        latency=lat.summary([p.index for p in trace.pods], PERCENTILES, win_s),
         pods=pods,
         timeseries=timeseries,
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],

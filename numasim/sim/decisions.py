@@ -94,8 +94,7 @@ class Decisions:
             footprint = min(footprint, m.spec.l2_kib * 1024)
         self.t_debt[tid] += refill_ns(footprint, self._lmat_diag[dst], self.p_mlp[tid])
         self.c_moves[tid] += 1
-        self.migrations.append((self.now, tid, old, cpu))
-        self.placements.append((self.now, tid, cpu))
+        self.placements.extend((self.env.now, tid, cpu))
         if src != dst:
             self.c_xmoves[tid] += 1
             self._set_cpu(tid, cpu)

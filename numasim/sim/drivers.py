@@ -23,7 +23,7 @@ class Drivers:
             if pod.arrival_ns > self.env.now:
                 yield self.env.timeout(pod.arrival_ns - self.env.now)
             self._arrive(pod)
-            self._solve()
+            self._solve_soon()
             if not self._tick_wakeup.triggered:
                 self._tick_wakeup.succeed()
 
@@ -81,7 +81,7 @@ class Drivers:
         self._check_place(tid, cpu, "place")
         self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] else WORK
         self.t_last[tid] = self.now
-        self.placements.append((self.now, tid, cpu))
+        self.placements.extend((self.env.now, tid, cpu))
         if self.q_throttled[self.t_pod[tid]]:
             self._set_cpu(tid, cpu)
             self.t_held[tid] = True
@@ -122,9 +122,7 @@ class Drivers:
     def _complete(self, tid: int) -> None:
         """The thread finished its request: record the response time, then think or take the next."""
         now = self.env.now
-        self.lat_time.append(now)
-        self.lat_pod.append(self.t_pod[tid])
-        self.lat_value.append(now - self.t_req_arrival[tid])
+        self.latencies.add(self.t_pod[tid], now, now - self.t_req_arrival[tid])
         self.t_req_left[tid] = math.inf
         if self.p_req_mode[tid] == 2 and self._take_request(tid):
             self._reschedule((tid,))

@@ -22,6 +22,7 @@ sleeps, wake-ups and moves make to the load on the memory system.
 from __future__ import annotations
 
 import heapq
+from array import array
 import math
 from collections import deque
 from typing import Callable
@@ -38,7 +39,7 @@ from ..policies.api import (
 from .memory import Memory
 from .perf import LINE
 from .state import NEW, TOUCH
-from .trace import PodInstance, Trace
+from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import CpuRuntime
 from .decisions import Decisions
 from .drivers import Drivers
@@ -132,9 +133,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.p_think = [0.0 if r is None else r.think_ms * 1e6 for r in reqs]
         self.queue: list[deque[int]] = [deque() for _ in pods]  # open mode: arrival times per pod
         self._injecting: set[int] = set()
-        self.lat_time: list[int] = []  # request completions: time, pod, response time (ns)
-        self.lat_pod: list[int] = []
-        self.lat_value: list[int] = []
+        self.latencies = ResponseTimes(len(pods), self.warmup_ns)
         self.p_waker_pod = [pr.waker == "pod" for pr in prof]
         self.nr = [0] * machine.n_cpus
         self.v_nr_running = np.zeros(machine.n_cpus, dtype=np.int64)
@@ -194,20 +193,19 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._x = np.ones(n)
         self._y = np.ones((n, n))
         self._dirty = False
-        self._last_solve = -REFRESH_NS
+        self._solve_at = -1  # the instant a solve is pending for
 
         self._flows: dict[int, dict] = {}
         self._heap: list[tuple[int, int, int]] = []  # (time, tid, generation)
         self._timer_at: int | None = None
         self._tick_wakeup = self.env.event()
-        self.placements: list[tuple[int, int, int]] = []
+        self.placements = array("q")  # (time, tid, cpu) triples, 24 bytes each
         self.affinity_log: list[tuple[int, int, frozenset[int] | None]] = []
-        self.migrations: list[tuple[int, int, int, int]] = []
-        self.page_moves: list[tuple[int, int, int, int, int]] = []
         self.events: list[tuple[int, str, str]] = []
         self.n_solves = 0
-        self._sample_times: list[int] = []
-        self._samples: dict[str, list[NDArray]] = {}
+        self._sample_times = np.zeros(0, dtype=np.int64)  # set by the sampler
+        self._samples: dict[str, NDArray] = {}  # one array per quantity, a row per sample time
+        self._n_samples = 0
 
     @property
     def now(self) -> int:
@@ -224,7 +222,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         while env.peek() <= self.duration_ns:
             env.step()
             n_events += 1
-        samples = {k: np.stack(v) for k, v in self._samples.items()}
+        samples = {k: v[: self._n_samples] for k, v in self._samples.items()}
         return Trace(
             machine=self.machine,
             policy=self.policy.name,
@@ -232,14 +230,12 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             warmup_ns=self.warmup_ns,
             pods=self.pods,
             thread_pod=np.array(self.t_pod, dtype=np.int64),
-            sample_times=np.array(self._sample_times, dtype=np.int64),
+            sample_times=self._sample_times[: self._n_samples].copy(),
             samples=samples,
-            placements=self.placements,
+            placements=np.frombuffer(self.placements, dtype=np.int64).reshape(-1, 3).copy(),
             affinity_log=self.affinity_log,
-            migrations=self.migrations,
-            page_moves=self.page_moves,
             quota_log=self.quota_log,
-            latencies=np.array([self.lat_time, self.lat_pod, self.lat_value], dtype=np.int64).T.reshape(-1, 3),
+            latencies=self.latencies,
             events=self.events,
             n_events=n_events,
             n_solves=self.n_solves,
@@ -258,6 +254,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
 
     def _sampler(self):
         times = sorted(set(range(0, self.duration_ns + 1, self.sample_ns)) | {self.warmup_ns, self.duration_ns})
+        self._sample_times = np.array(times, dtype=np.int64)
         for t in times:
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
@@ -310,6 +307,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             if eta == math.inf or eta != eta:
                 continue
             heapq.heappush(heap, (now + max(math.ceil(eta), 1), tid, g))
+        if len(heap) > 2 * len(gen) + 64:
+            # Superseded entries are dropped when they reach the top; when they make up
+            # most of the heap, all at once (each thread has at most one live entry).
+            heap[:] = [e for e in heap if e[2] == gen[e[1]]]
+            heapq.heapify(heap)
         self._arm()
 
     def _arm(self) -> None:
@@ -346,7 +348,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         everyone = range(len(self.t_cpu))
         self._integrate(everyone)
         self._flush_miss_node(everyone)
-        self._sample_times.append(self.now)
         snap = {
             "ops": self.c_ops,
             "cpu": self.c_cpu,
@@ -370,5 +371,12 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "node_load": self.r_node_load,
             "link_load": self.r_link_load,
         }
+        i = self._n_samples
+        if i == 0:
+            n = len(self._sample_times)
+            for k, v in snap.items():
+                v = np.asarray(v)
+                self._samples[k] = np.zeros((n,) + v.shape, dtype=v.dtype)
         for k, v in snap.items():
-            self._samples.setdefault(k, []).append(np.array(v))
+            self._samples[k][i] = v
+        self._n_samples = i + 1

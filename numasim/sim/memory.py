@@ -99,10 +99,11 @@ class Memory:
             np.add.at(out, self._region_pod, self._placed)
         return out
 
-    def distributions(self) -> NDArray[np.float64]:
-        """Share of each region's placed bytes on each node (rows of zeros for empty regions)."""
-        total = self._placed.sum(axis=1, keepdims=True)
-        return np.divide(self._placed, total, out=np.zeros(self._placed.shape), where=total > 0)
+    def distributions(self, rids: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Share of the placed bytes of regions ``rids`` on each node (rows of zeros for empty regions)."""
+        placed = self._placed[rids]
+        total = placed.sum(axis=1, keepdims=True)
+        return np.divide(placed, total, out=np.zeros(placed.shape), where=total > 0)
 
     def _order(self, policy: MemPolicy, cpu_node: int, index: int) -> list[int]:
         """Nodes to try, in order, for chunk ``index`` touched from ``cpu_node``."""

@@ -54,7 +54,8 @@ class PageRuntime:
         if pod.profile.touch == "main" and tid == pod.tids[0]:
             for other in pod.tids[1:]:
                 self._start_thread(other)
-        self._solve()
+        self._set_tau(np.array([tid]))
+        self._solve_soon()
         self._begin_work(tid)
 
     def _kill(self, pod: PodInstance, reason: str) -> None:
@@ -72,7 +73,7 @@ class PageRuntime:
             self.t_held[tid] = False
             self.t_gen[tid] += 1
             self.t_touch_plan[tid] = []
-            self.placements.append((self.now, tid, -1))
+            self.placements.extend((self.env.now, tid, -1))
         for rid, reg in enumerate(self.memory.regions):
             if reg.pod == pod.index:
                 self.memory.release(rid)
@@ -86,11 +87,9 @@ class PageRuntime:
         reg = self.memory.regions[d.region]
         moved = 0
         for i in d.chunks:
-            src = int(reg.node[i])
             got = self.memory.move_chunk(d.region, int(i), d.dst)
             if got:
                 moved += got
-                self.page_moves.append((self.now, reg.pod, src, d.dst, got))
         if moved:
             self.c_pages_moved[reg.pod] += moved
             self._integrate((d.tid,))
@@ -132,7 +131,6 @@ class PageRuntime:
                 got = self.memory.migrate(r, int(src), dst, int(budget * row[src] / total))
                 if got:
                     moved += got
-                    self.page_moves.append((self.now, pod_index, int(src), dst, got))
         self.c_pages_moved[pod_index] += moved
         return moved
 

@@ -70,22 +70,21 @@ class Rates:
     def _access(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Share of each thread's misses that each node serves, from where its pages are."""
         m = self.machine
-        dist = self.memory.distributions()
         local = np.zeros((tids.size, m.n_nodes))
-        local[np.arange(tids.size), m.cpu_node[np.asarray(self.t_cpu)[tids]]] = 1.0
-        shared = dist[np.asarray(self.t_shared_rid)[tids]]
-        private = dist[np.asarray(self.t_private)[tids]]
+        local[np.arange(tids.size), m.cpu_node[_gather(self.t_cpu, tids)]] = 1.0
+        shared = self.memory.distributions(_gather(self.t_shared_rid, tids))
+        private = self.memory.distributions(_gather(self.t_private, tids))
         # Memory not touched yet is allocated where it is first used: count it as local.
         shared = np.where(shared.sum(axis=1, keepdims=True) > 0, shared, local)
         private = np.where(private.sum(axis=1, keepdims=True) > 0, private, local)
-        sf = np.asarray(self.p_shared)[tids][:, None]
+        sf = _gather(self.p_shared, tids)[:, None]
         return sf * shared + (1.0 - sf) * private
 
     def _touch_target(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Where the pages a touching thread allocates go (rows sum to 1), by memory policy."""
         m = self.machine
         out = np.zeros((tids.size, m.n_nodes))
-        for i, tid in enumerate(tids):
+        for i, tid in enumerate(tids.tolist()):
             node = self._cpu_node[self.t_cpu[tid]]
             mp = self.pods[self.t_pod[tid]].mempolicy
             if mp.kind == "interleave":
@@ -105,14 +104,15 @@ class Rates:
         at start-up writes one cache line per operation, as a streaming store that
         overlaps ``TOUCH_MLP`` misses, so first touch also queues for bandwidth.
         """
-        compute = np.asarray(self.p_cycles)[tids] / self.f_cpu[np.maximum(np.asarray(self.t_cpu)[tids], 0)]
-        misses = np.asarray(self.p_misses)[tids]
-        stall = np.asarray(self.p_stall)[tids]
+        cpu = _gather(self.t_cpu, tids)
+        compute = _gather(self.p_cycles, tids) / self.f_cpu[np.maximum(cpu, 0)]
+        misses = _gather(self.p_misses, tids)
+        stall = _gather(self.p_stall, tids)
         acc = self._access(tids)
-        touching = np.asarray(self.t_phase)[tids] == TOUCH
+        touching = _gather(self.t_phase, tids) == TOUCH
         if touching.any():
             tt = tids[touching]
-            compute[touching] = LINE / np.asarray(self.p_touch)[tt]
+            compute[touching] = LINE / _gather(self.p_touch, tt)
             misses[touching] = 1.0
             stall[touching] = 1.0 / TOUCH_MLP
             acc[touching] = self._touch_target(tt)
@@ -123,7 +123,7 @@ class Rates:
         if tids.size == 0:
             return
         compute, misses, stall, acc = self._phase_params(tids)
-        nodes = self.machine.cpu_node[np.asarray(self.t_cpu)[tids]]
+        nodes = self.machine.cpu_node[_gather(self.t_cpu, tids)]
         lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
         self._flush_miss_node(tids.tolist())
         self.r_access[tids] = acc
@@ -135,6 +135,17 @@ class Rates:
             self._local[tid] = lo
             self.r_tau[tid] = ta
 
+    def _solve_soon(self) -> None:
+        """Solve once the events already due at this instant have run.
+
+        Pods that arrive together, or threads that end their start-up touch at the
+        same moment, then cost one solve, not one each.
+        """
+        if self._solve_at != self.env.now:
+            self._solve_at = self.env.now
+            ev = self.env.timeout(0)
+            ev.callbacks.append(lambda _e: self._solve())
+
     def _solve(self) -> None:
         """Solve the loaded-latency fixed point for all threads and reset their times per op."""
         m = self.machine
@@ -142,7 +153,6 @@ class Rates:
         alive = np.flatnonzero((phase == TOUCH) | (phase == WORK))
         self._integrate(alive.tolist())
         self._dirty = False
-        self._last_solve = self.now
         if alive.size == 0:
             return
         act = alive[self.v_thread_active[alive]]
@@ -192,3 +202,10 @@ class Rates:
         if np.any(np.abs(freq - self.f_cpu) > 1e-6):
             self.f_cpu = freq
             self._dirty = True
+
+
+def _gather(values: list, tids: NDArray[np.int64]) -> NDArray:
+    """``values[tids]`` as a new array: element by element for a few threads, else through one conversion."""
+    if 0 < 4 * len(tids) < len(values):
+        return np.array([values[t] for t in tids.tolist()])
+    return np.asarray(values)[tids]
