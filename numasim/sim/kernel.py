@@ -44,7 +44,7 @@ from .cpu import CpuRuntime
 from .decisions import Decisions
 from .drivers import Drivers
 from .pages import PageRuntime
-from .rates import REFRESH_NS, Rates
+from .rates import Rates
 from .view import SimView
 
 __all__ = ["Simulation"]
