@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from .spec import Spec
 from scipy.optimize import curve_fit
 
 from ..units import parse_size
@@ -25,7 +26,7 @@ Size = Annotated[int, BeforeValidator(parse_size)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 
 
-class MachineSpec(BaseModel):
+class MachineSpec(Spec):
     """Validated description of a machine (see docs/scenario-reference.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

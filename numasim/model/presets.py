@@ -10,39 +10,13 @@ from __future__ import annotations
 import copy
 import functools
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import Problem, ScenarioError
+from .yamlfile import read_yaml, read_yaml_text
 from .machine import Machine, MachineSpec
 
 __all__ = ["preset_names", "load_preset", "policy_defaults", "machine_preset", "read_yaml", "read_yaml_text"]
-
-
-def read_yaml_text(text: str, source: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(Problem("", f"malformed YAML at {where}{problem}"), source=source) from None
-
-
-def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(Problem("", "file not found"), source=str(path)) from None
-    except IsADirectoryError:
-        raise ScenarioError(Problem("", "is a directory, expected a YAML file"), source=str(path)) from None
-    except OSError as exc:
-        raise ScenarioError(Problem("", f"cannot read: {exc.strerror}"), source=str(path)) from None
-    except UnicodeDecodeError:
-        raise ScenarioError(Problem("", "not a UTF-8 text file"), source=str(path)) from None
-    return read_yaml_text(text, str(path))
 
 
 def _preset_dir(kind: str):

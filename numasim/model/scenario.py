@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from .spec import Spec
 
 from ..errors import Problem, ScenarioError
 from ..policies.api import Policy, PolicyOptions
@@ -43,7 +44,7 @@ Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
 # ------------------------------------------------------------------- specs
-class VariantSpec(BaseModel):
+class VariantSpec(Spec):
     """One policy variant to run: a policy name, its options and a label."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,7 +58,7 @@ class VariantSpec(BaseModel):
     )
 
 
-class SlaSpec(BaseModel):
+class SlaSpec(Spec):
     """The SLA search of a scenario (``sla:``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -71,7 +72,7 @@ class SlaSpec(BaseModel):
     )
 
 
-class ScenarioSpec(BaseModel):
+class ScenarioSpec(Spec):
     """The top level of a scenario file (see docs/scenarios.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

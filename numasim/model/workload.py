@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from .spec import Spec
 
 from ..units import parse_duration, parse_size
 
@@ -21,7 +22,7 @@ Size = Annotated[int, BeforeValidator(parse_size)]
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
-class RequestSpec(BaseModel):
+class RequestSpec(Spec):
     """Requests: units of work whose response time is measured.
 
     ``closed``: every thread is a client that issues a request of ``ops``
@@ -48,7 +49,7 @@ class RequestSpec(BaseModel):
         return self
 
 
-class WorkloadProfile(BaseModel):
+class WorkloadProfile(Spec):
     """What one thread of a workload does, per operation.
 
     Time per operation on a core at frequency ``f`` (GHz) is
@@ -91,7 +92,7 @@ class WorkloadProfile(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict, description="where each parameter comes from")
 
 
-class Resources(BaseModel):
+class Resources(Spec):
     """CPU and memory amounts, Kubernetes-style (used by requests)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -100,7 +101,7 @@ class Resources(BaseModel):
     memory: Size | None = Field(default=None, gt=0, description="memory, e.g. 4Gi")
 
 
-class PodSpec(BaseModel):
+class PodSpec(Spec):
     """A group of identical pods (containers or VMs) running one workload."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+from ..model.spec import Spec
 
 from ..errors import Problem
 
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 
-class PolicyOptions(BaseModel):
+class PolicyOptions(Spec):
     """Base class of a policy's options (validated from the scenario)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

@@ -1,0 +1,46 @@
+"""The base of every validated specification (machine, workload, pod, scenario, policy options)."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+
+__all__ = ["Spec"]
+
+
+def _accepts_bool(annotation: Any) -> bool:
+    """Whether a field of this type may hold true/false."""
+    if annotation is bool or annotation is Any:
+        return True
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
+        return any(_accepts_bool(a) for a in typing.get_args(annotation) if not isinstance(a, (str, int, float)))
+    return False
+
+
+def _holds_bool(value: Any) -> bool:
+    """A boolean, or a list or tuple holding one at any depth (mappings are their own models)."""
+    if isinstance(value, bool):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_bool(v) for v in value)
+
+
+class Spec(BaseModel):
+    """Frozen, unknown keys refused, and true/false never taken for a number.
+
+    pydantic's lax mode reads ``true`` as 1 and ``false`` as 0 for a number field, so
+    ``threads: true`` would give one thread; a YAML boolean where a number, size or
+    duration is expected is almost always a mistake, and is refused here.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_are_not_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _holds_bool(value) and not _accepts_bool(field.annotation):
+            raise ValueError("expected a number or text, not true/false")
+        return value

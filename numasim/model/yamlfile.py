@@ -1,0 +1,139 @@
+"""Reading YAML from untrusted files in bounded time and memory.
+
+What a scenario file may not do, and why it is refused rather than read:
+
+- be larger than ``MAX_BYTES`` (4 MiB; the largest shipped scenario is under 4 KiB), or
+  be a device (``/dev/zero`` never ends): only so many bytes are ever read;
+- nest deeper than ``MAX_DEPTH`` levels (deep nesting exhausts Python's recursion);
+- use aliases that expand to more than ``MAX_NODES`` values (``*a`` repeated inside
+  anchors multiplies one value into millions: the "billion laughs");
+- give one key twice in a mapping (YAML says keys are unique; PyYAML would keep the
+  last one silently);
+- use tags (``!!python/object`` and the like): only plain data is read (safe_load).
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ..errors import Problem, ScenarioError
+
+__all__ = ["read_yaml", "read_yaml_text", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
+
+MAX_BYTES = 4 * 2**20
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+
+
+class _Refused(Exception):
+    def __init__(self, node: Node | None, message: str):
+        self.node = node
+        super().__init__(message)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load, refusing duplicate keys."""
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if dup:
+                raise _Refused(key_node, f"duplicate key {str(key)[:80]!r} (each key may appear once in a mapping)")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_size(root: Node) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH or expanding to more than MAX_NODES values.
+
+    Each node is measured once (its expanded size and height), so an alias costs a lookup,
+    and a document of millions of values by aliases is refused in time linear in its text.
+    """
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values it expands to, levels below it)
+
+    def measure(node: Node, depth: int) -> tuple[int, int]:
+        if depth > MAX_DEPTH:
+            raise _Refused(node, f"nested more than {MAX_DEPTH} levels deep")
+        known = measured.get(id(node))
+        if known is not None:
+            if depth + known[1] > MAX_DEPTH:
+                raise _Refused(node, f"nested more than {MAX_DEPTH} levels deep")
+            return known
+        measured[id(node)] = (1, 0)  # a node that contains itself (a recursive alias) counts once
+        children: list[Node] = []
+        if isinstance(node, SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, MappingNode):
+            children = [n for pair in node.value for n in pair]
+        total, height = 1, 0
+        for child in children:
+            n, h = measure(child, depth + 1)
+            total += n
+            height = max(height, h + 1)
+            if total > MAX_NODES:
+                raise _Refused(node, f"expands to more than {MAX_NODES:,} values (aliases repeated inside anchors?)")
+        measured[id(node)] = (total, height)
+        return total, height
+
+    if not isinstance(root, ScalarNode):
+        measure(root, 0)
+
+
+def read_yaml_text(text: str, source: str) -> Any:
+    """Parse one YAML document from ``text``, within the limits above."""
+    if len(text) > MAX_BYTES:
+        raise ScenarioError(Problem("", f"larger than {MAX_BYTES // 2**20} MiB"), source=source)
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _check_size(root)
+        return loader.construct_document(root)
+    except _Refused as exc:
+        mark = exc.node.start_mark if exc.node is not None else None
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ScenarioError(Problem("", f"{where}{exc}"), source=source) from None
+    except RecursionError:
+        raise ScenarioError(Problem("", f"nested more than {MAX_DEPTH} levels deep"), source=source) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(Problem("", f"malformed YAML at {where}{problem}"), source=source) from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path) -> Any:
+    """Read and parse the YAML file ``path``: at most MAX_BYTES of a regular file or a pipe."""
+    source = str(path)
+    try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise ScenarioError(Problem("", "is a directory, expected a YAML file"), source=source)
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise ScenarioError(Problem("", "is a device or socket, expected a YAML file"), source=source)
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ScenarioError(Problem("", "file not found"), source=source) from None
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot read: {exc.strerror}"), source=source) from None
+    if len(raw) > MAX_BYTES:
+        raise ScenarioError(Problem("", f"larger than {MAX_BYTES // 2**20} MiB"), source=source)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(Problem("", "not a UTF-8 text file"), source=source) from None
+    return read_yaml_text(text, source)
