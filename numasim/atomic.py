@@ -1,37 +1,97 @@
-"""Write an output file whole or not at all: a temporary file in the same folder, then a rename."""
+"""Output files: checked before any work starts, then written whole, all together, or not at all.
+
+Each file goes to a temporary file in its own folder first; only when every one of them
+is written are they renamed over their targets, so a failure leaves every target as it
+was and no temporary file behind.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from .errors import NumasimError
 
+__all__ = ["check_target", "write_all", "write_text"]
 
-def write_text(target: str | os.PathLike[str], text: str, name: str) -> None:
-    """Write ``text`` to ``target`` atomically; ``name`` starts every error message (e.g. ``--json out.json``).
+NAME_MAX = 255  # bytes in one path component (Linux, macOS)
+PATH_MAX = 4096
 
-    The temporary file is created with the umask's permissions (not ``mkstemp``'s private
-    0600): results and reports are made to be shared. On any failure it is removed, and
-    ``target`` is left as it was.
+
+def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], ...] = ()) -> Path:
+    """Refuse an output path that cannot or should not be written; ``name`` starts the message.
+
+    Refused: an empty path; a path or file name too long for the system; a folder that does
+    not exist or cannot be written; an existing directory, device, FIFO or socket; a symbolic
+    link (numasim replaces files, and would replace the link, not write where it points);
+    any of ``inputs`` (the scenario itself).
     """
-    target = Path(target)
-    folder = target.parent if str(target.parent) else Path(".")
+    if not str(target).strip():
+        raise NumasimError(f"{name}: the file name is empty")
+    path = Path(target)
+    if len(os.fsencode(str(path))) > PATH_MAX or len(os.fsencode(path.name)) > NAME_MAX:
+        raise NumasimError(f"{name[:60]}...: the path is too long ({NAME_MAX} bytes per name, {PATH_MAX} in all)")
+    folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise NumasimError(f"{name}: folder {folder} does not exist")
-    tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise NumasimError(f"{name}: folder {folder} is not writable")
     try:
-        fh = open(tmp, "x", encoding="utf-8", newline="")
+        st = path.lstat()
+    except FileNotFoundError:
+        return path
     except OSError as exc:
-        raise NumasimError(f"{name}: cannot write in folder {folder}: {exc.strerror or exc}") from None
+        raise NumasimError(f"{name}: cannot check: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise NumasimError(f"{name}: is a symbolic link; give the file it points to ({os.path.realpath(path)})")
+    if stat.S_ISDIR(st.st_mode):
+        raise NumasimError(f"{name}: is a directory, expected a file name")
+    if not stat.S_ISREG(st.st_mode):
+        raise NumasimError(f"{name}: is a device, FIFO or socket, not a regular file")
+    for other in inputs:
+        try:
+            if os.path.samefile(path, other):
+                raise NumasimError(f"{name}: is the scenario file itself; it would be overwritten")
+        except OSError:
+            continue
+    return path
+
+
+def write_all(files: list[tuple[str | os.PathLike[str], str, str]]) -> None:
+    """Write each ``(target, text, name)`` whole; all of them or none.
+
+    Temporary files get the umask's permissions (not ``mkstemp``'s private 0600):
+    results and reports are made to be shared.
+    """
+    written: list[tuple[Path, Path, str]] = []
     try:
-        with fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise NumasimError(f"{name}: cannot write: {exc.strerror or exc}") from None
-        raise
+        for target, text, name in files:
+            target = Path(target)
+            folder = target.parent if str(target.parent) else Path(".")
+            tmp = folder / f".{target.name[:200]}.{secrets.token_hex(6)}.tmp"
+            try:
+                fh = open(tmp, "x", encoding="utf-8", newline="")
+            except OSError as exc:
+                raise NumasimError(f"{name}: cannot write in folder {folder}: {exc.strerror or exc}") from None
+            written.append((tmp, target, name))
+            try:
+                with fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise NumasimError(f"{name}: cannot write: {exc.strerror or exc}") from None
+        for tmp, target, name in written:
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise NumasimError(f"{name}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        for tmp, _target, _name in written:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def write_text(target: str | os.PathLike[str], text: str, name: str) -> None:
+    """Write one file atomically (see :func:`write_all`)."""
+    write_all([(target, text, name)])

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.markup import escape
+from rich.text import Text
 
 from . import __version__
-from .atomic import write_text
+from .atomic import check_target, write_all
+from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, estimate
 from .errors import NumasimError, Problem, ScenarioError
 from .policies.registry import available_policies
 from .analysis.results import RunResult
@@ -47,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
                    "run_ (run_throughput, run_relative_throughput, run_locality, ...)")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field, e.g. machine.smt=true or pods.0.replicas=4")
     r.add_argument("--workers", type=int, default=0, help="processes for policy variants (default: one per CPU)")
+    r.add_argument("--max-work", type=float, default=DEFAULT_MAX_WORK_S, metavar="SECONDS",
+                   help=f"refuse a run estimated to take more CPU seconds in all (default {DEFAULT_MAX_WORK_S:g}; "
+                        "numasim validate shows the estimate)")
+    r.add_argument("--max-memory", type=float, default=MAX_MEMORY_BYTES / 2**30, metavar="GIB",
+                   help=f"refuse a simulation estimated to need more memory (default {MAX_MEMORY_BYTES / 2**30:g} GiB)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
     r.add_argument("--no-sla", action="store_true", help="skip the scenario's SLA search over injection rates (faster)")
 
@@ -65,10 +73,11 @@ def _fmt(x: float | None, spec: str) -> str:
 
 
 def _table(result: RunResult) -> Table:
-    t = Table(title=f"{result.scenario['name']} on {result.scenario['machine']} "
-                    f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']}"
-                    + (f", mean ± sd of {result.scenario['replications']} seeds" if result.scenario["replications"] > 1 else "")
-                    + ")")
+    # User text (names, labels, reasons) goes in as Text, never parsed as rich markup.
+    t = Table(title=Text(f"{result.scenario['name']} on {result.scenario['machine']} "
+                         f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']}"
+                         + (f", mean ± sd of {result.scenario['replications']} seeds" if result.scenario["replications"] > 1 else "")
+                         + ")"))
     cols = [("policy", "left"), ("ops/s", "right"), ("relative", "right"), ("locality", "right")]
     with_latency = any(r.latency for r in result.runs)
     if with_latency:
@@ -84,7 +93,7 @@ def _table(result: RunResult) -> Table:
         sd = result.spread(r.label)
         rejected = sum(p.status in ("rejected", "failed") for p in r.pods)
         t.add_row(
-            r.label + ("  (baseline)" if r.label == result.baseline else ""),
+            Text(r.label + ("  (baseline)" if r.label == result.baseline else "")),
             f"{r.throughput:,.0f}",
             _fmt(rel, ".3f") + (f" ± {sd['relative_throughput_sd']:.3f}" if sd["relative_throughput_sd"] else ""),
             _fmt(r.locality, ".3f") + (f" ± {sd['locality_sd']:.3f}" if sd["locality_sd"] else ""),
@@ -102,11 +111,6 @@ def _sla_cell(sla: dict | None) -> str:
     if not sla or sla["critical"] is None:
         return "-"
     return f"{sla['critical']:,.0f} ({sla['targets_met']}/{len(sla['targets_ms'])})"
-
-
-def _write_json(path: str, data: dict) -> None:
-    text = json.dumps(data, indent=2, allow_nan=False) + "\n"  # serialise first: nothing half-written
-    write_text(path, text, f"--json {path}")
 
 
 def _pods_csv(result: RunResult) -> str:
@@ -129,41 +133,48 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     scenario = load(args.scenario, args.set)
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
-    for flag, target in (("--json", args.json), ("--report", args.report), ("--csv", args.csv)):
-        if target:
-            folder = Path(target).parent
-            if str(folder) and not folder.is_dir():
-                raise NumasimError(f"{flag} {target}: folder {folder} does not exist")
-            if Path(target).is_dir():
-                raise NumasimError(f"{flag} {target}: is a directory, expected a file name")
+    for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):
+        if not value > 0 or value == float("inf"):
+            raise ScenarioError(Problem(flag, f"must be a positive number, got {value:g}"))
+    # Every output is checked before any simulation, and written with the others or not at all.
+    outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report))
+               if target is not None]
+    seen: dict[str, str] = {}
+    for flag, target in outputs:
+        path = check_target(target, f"{flag} {target}", (args.scenario,))
+        key = os.path.abspath(path)
+        if key in seen:
+            raise NumasimError(f"{flag} {target}: the same file as {seen[key]}")
+        seen[key] = flag
     sla = scenario.spec.sla is not None and not args.no_sla
     total = len(select_variants(scenario, args.policy)) * (
         scenario.spec.replications + (len(scenario.spec.sla.levels) if sla else 0))
     show = not args.quiet and err.is_terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
                   TimeElapsedColumn(), console=err, transient=True, disable=not show) as progress:
-        task = progress.add_task(f"simulating {scenario.name}", total=total)
+        task = progress.add_task(escape(f"simulating {scenario.name}"), total=total)
         result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
-                     workers=args.workers, with_sla=not args.no_sla, on_done=lambda _l: progress.advance(task))
+                     workers=args.workers, with_sla=not args.no_sla, on_done=lambda _l: progress.advance(task),
+                     max_work_s=args.max_work, max_memory_bytes=args.max_memory * 2**30)
     out.print(_table(result))
     for r in result.runs:
         for p in r.pods:
             if p.status in ("rejected", "failed"):
-                out.print(f"[yellow]{r.label}: pod {p.name} {p.status}: {p.reason}[/yellow]")
-    if args.json:
-        _write_json(args.json, result.to_json())
-        out.print(f"wrote {args.json}")
-    if args.csv:
-        write_text(args.csv, _pods_csv(result), f"--csv {args.csv}")
-        out.print(f"wrote {args.csv}")
-    if args.report:
-        from .report import write_html  # plotly is imported only when a report is asked for
+                out.print(Text(f"{r.label}: pod {p.name} {p.status}: {p.reason}", style="yellow"))
+    files = []
+    for flag, target in outputs:
+        if flag == "--json":
+            text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
+        elif flag == "--csv":
+            text = _pods_csv(result)
+        else:
+            from .report import render_html  # plotly is imported only when a report is asked for
 
-        try:
-            write_html(result, args.report)
-        except NumasimError as exc:
-            raise NumasimError(f"--report {exc}") from None
-        out.print(f"wrote {args.report}")
+            text = render_html(result)
+        files.append((target, text, f"{flag} {target}"))
+    write_all(files)
+    for _flag, target in outputs:
+        out.print(f"wrote {target}", markup=False, highlight=False)
     return 0
 
 
@@ -172,7 +183,8 @@ def _cmd_validate(args, out: Console) -> int:
     m = s.machine
     out.print(f"{args.scenario}: OK - {s.name}: {m.name} ({m.n_nodes} nodes, {m.n_cpus} CPUs), "
               f"{sum(p.replicas for p in s.pods)} pods, {len(s.variants)} policy variants "
-              f"({', '.join(v.label for v in s.variants)})")
+              f"({', '.join(v.label for v in s.variants)})", markup=False, highlight=False)
+    out.print(f"estimated cost: {estimate(s, list(s.variants), None, True).describe()}", highlight=False)
     return 0
 
 

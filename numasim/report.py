@@ -21,7 +21,7 @@ from .atomic import write_text
 from .sim.trace import Trace
 from .analysis.results import RunResult
 
-__all__ = ["figures", "write_html", "NO_REQUESTS"]
+__all__ = ["figures", "render_html", "write_html", "NO_REQUESTS"]
 
 NO_REQUESTS = "no request-driven workloads in this scenario"
 MAX_COLUMNS = 100  # timeline columns per variant: bounds the page for long runs sampled finely
@@ -298,6 +298,11 @@ def write_html(result: RunResult, path: str | os.PathLike[str]) -> None:
     NumasimError
         If the folder does not exist or the file cannot be written.
     """
+    write_text(path, render_html(result), str(path))
+
+
+def render_html(result: RunResult) -> str:
+    """The report as one self-contained HTML page (see :func:`write_html`)."""
     title = f"numasim report: {result.scenario.get('name', '?')}"
     description = str(result.scenario.get("description") or "").strip()
     parts = ["<!DOCTYPE html>", '<html lang="en">', '<head>\n<meta charset="utf-8">',
@@ -314,5 +319,5 @@ def write_html(result: RunResult, path: str | os.PathLike[str]) -> None:
         caption = html.escape(caption.format(baseline=result.baseline))
         parts.append(f'<section id="{key}">\n<h2>{heading}</h2>\n<p class="caption">{caption}</p>\n{div}\n</section>')
     parts.append("</body>\n</html>\n")
-    write_text(path, "\n".join(parts), str(path))
+    return "\n".join(parts)
 

@@ -13,6 +13,7 @@ from .analysis.metrics import Metrics, combine, summarize
 from .analysis.results import RunResult
 from .model.scenario import Scenario, Variant
 from .analysis.sla import PERCENTILE_KEYS, ladder_variant, score
+from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, estimate
 from .jobs import Job, run_jobs, worker_count
 from .units import parse_duration
 
@@ -111,6 +112,8 @@ def run(
     workers: int = 0,
     on_done: Callable[[str], None] | None = None,
     with_sla: bool = True,
+    max_work_s: float | None = DEFAULT_MAX_WORK_S,
+    max_memory_bytes: float | None = MAX_MEMORY_BYTES,
 ) -> RunResult:
     """Run the scenario's policy variants and collect the results.
 
@@ -133,6 +136,9 @@ def run(
         Called with a variant's label each time one of its runs finishes.
     with_sla
         Run the scenario's SLA search (``sla:``), if it has one.
+    max_work_s, max_memory_bytes
+        The budget: refuse, before simulating, a run estimated (:mod:`numasim.budget`)
+        to take more CPU seconds in all, or more memory per simulation; ``None`` for no limit.
     """
     variants = select_variants(scenario, policies)
     dur_ns = None
@@ -145,6 +151,17 @@ def run(
             raise ScenarioError(Problem(
                 "--duration", f"must be longer than the warm-up ({scenario.spec.warmup / 1e9:g}s), got {dur_ns / 1e9:g}s"
             ))
+    est = estimate(scenario, variants, dur_ns, with_sla)
+    if max_work_s is not None and est.cpu_seconds > max_work_s:
+        raise ScenarioError(Problem("--max-work", (
+            f"this run is estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; "
+            "shorten duration, lower replications or pods, or raise the budget with --max-work SECONDS")),
+            source=scenario.source)
+    if max_memory_bytes is not None and est.run_memory_bytes > max_memory_bytes:
+        raise ScenarioError(Problem("--max-memory", (
+            f"one simulation is estimated to need {est.run_memory_bytes / 2**30:,.1f} GiB, over the limit of "
+            f"{max_memory_bytes / 2**30:g} GiB; use a longer sample_interval or less pod memory, "
+            "or raise the limit with --max-memory GiB")), source=scenario.source)
     if workers < 0:
         raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) or more, got {workers}"))
     base_seed = scenario.spec.seed if seed is None else seed

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
-from .spec import Spec
+from .spec import Spec, Text
 from scipy.optimize import curve_fit
 
 from ..units import parse_size
@@ -26,13 +26,16 @@ Size = Annotated[int, BeforeValidator(parse_size)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 
 
+MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance.md)
+
+
 class MachineSpec(Spec):
     """Validated description of a machine (see docs/scenario-reference.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="custom", description="a name for tables and reports")
-    description: str = Field(default="", description="free text")
+    name: Text = Field(default="custom", max_length=200, description="a name for tables and reports")
+    description: Text = Field(default="", max_length=4000, description="free text")
     sockets: int = Field(ge=1, le=64, description="CPU sockets")
     nodes_per_socket: int = Field(default=1, ge=1, le=16, description="NUMA nodes per socket (2 or 4 model SNC / NPS)")
     cores_per_node: int = Field(ge=1, le=1024, description="physical cores per NUMA node")
@@ -74,6 +77,8 @@ class MachineSpec(Spec):
     @model_validator(mode="after")
     def _check(self) -> "MachineSpec":
         n = self.n_nodes
+        if self.n_cpus > MAX_CPUS:
+            raise ValueError(f"{self.n_cpus:,} CPUs: numasim models machines of up to {MAX_CPUS:,} CPUs")
         ways = [self.remote_latency_ns is not None, self.latency_ns is not None]
         if n > 1 and (sum(ways) > 1 or (sum(ways) == 0 and self.slit is None)):
             raise ValueError(
@@ -263,7 +268,7 @@ class Machine:
         return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, **arrays)
 
 
-_CPULIST_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_CPULIST_ITEM = re.compile(r"^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$")
 
 
 def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:
@@ -287,19 +292,18 @@ def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:
         m = _CPULIST_ITEM.match(item)
         if not m:
             raise ValueError(
-                f"malformed cpulist item {item!r}: use ids and ranges like '0-7,16,18-30:2'"
+                f"malformed cpulist item {item[:40]!r}: use ids and ranges like '0-7,16,18-30:2'"
             )
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         step = int(m.group(3)) if m.group(3) else 1
         if hi < lo or step < 1:
-            raise ValueError(f"malformed cpulist range {item!r}")
+            raise ValueError(f"malformed cpulist range {item[:40]!r}")
+        # The first id past the machine, found before the range is built ('0-999999999').
+        first_out = lo if lo >= n_cpus else lo + -(-(n_cpus - lo) // step) * step
+        if first_out <= hi:
+            raise ValueError(f"CPU {first_out} is outside the machine: OS CPU ids are 0-{n_cpus - 1}")
         cpus.update(range(lo, hi + 1, step))
     if not cpus:
         raise ValueError("empty cpulist")
-    bad = sorted(c for c in cpus if c >= n_cpus)
-    if bad:
-        raise ValueError(
-            f"CPU {bad[0]} is outside the machine: OS CPU ids are 0-{n_cpus - 1}"
-        )
     return frozenset(cpus)

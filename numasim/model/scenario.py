@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from .spec import Spec
+from .spec import Spec, Text
 
 from ..errors import Problem, ScenarioError
 from ..policies.api import Policy, PolicyOptions
@@ -49,7 +49,7 @@ class VariantSpec(Spec):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    label: str | None = Field(default=None, min_length=1, description="name in tables (default: the policy name)")
+    label: Text | None = Field(default=None, min_length=1, max_length=80, description="name in tables (default: the policy name)")
     policy: str = Field(min_length=1, description="a registered policy (numasim policies)")
     options: dict[str, Any] = Field(default_factory=dict, description="the policy's options (see below)")
     set: dict[str, Any] = Field(
@@ -77,8 +77,8 @@ class ScenarioSpec(Spec):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, description="the scenario's name")
-    description: str = Field(default="", description="free text")
+    name: Text = Field(min_length=1, max_length=200, description="the scenario's name")
+    description: Text = Field(default="", max_length=4000, description="free text")
     machine: str | dict[str, Any] = Field(
         description="a machine preset name, {preset: NAME, field: value, ...}, or a full machine (see Machine)"
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+import unicodedata
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
 
-__all__ = ["Spec"]
+__all__ = ["Spec", "Text"]
 
 
 def _accepts_bool(annotation: Any) -> bool:
@@ -44,3 +45,14 @@ class Spec(BaseModel):
         if field is not None and _holds_bool(value) and not _accepts_bool(field.annotation):
             raise ValueError("expected a number or text, not true/false")
         return value
+
+
+def _printable(text: str) -> str:
+    bad = next((ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t"), None)
+    if bad is not None:
+        raise ValueError(f"contains the control character {bad!r} (an ANSI escape?); use printable text")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_printable)]
+"""Free text shown to the user (names, labels, descriptions): printable characters only."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
-from .spec import Spec
+from .spec import Spec, Text
 
 from ..units import parse_duration, parse_size
 
@@ -60,8 +60,8 @@ class WorkloadProfile(Spec):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="custom", description="a name for tables")
-    description: str = Field(default="", description="free text")
+    name: Text = Field(default="custom", max_length=200, description="a name for tables")
+    description: Text = Field(default="", max_length=4000, description="free text")
     cycles_per_op: float = Field(gt=0, description="core cycles per operation, DRAM stalls excluded")
     llc_misses_per_op: float = Field(ge=0, description="last-level cache misses served by DRAM per operation")
     mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: misses in flight at once")

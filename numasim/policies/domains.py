@@ -58,7 +58,11 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     cand: list[tuple[str, list[frozenset[int]], dict]] = []
 
     def spans_by(key_of_cpu) -> list[frozenset[int]]:
-        return [frozenset(int(c) for c in np.flatnonzero(key_of_cpu == key_of_cpu[cpu])) for cpu in range(ncpu)]
+        """Each CPU's span: the CPUs with its key. CPUs with one key share one set (memory O(CPUs))."""
+        shared: dict[int, frozenset[int]] = {}
+        for k in np.unique(key_of_cpu).tolist():
+            shared[k] = frozenset(np.flatnonzero(key_of_cpu == k).tolist())
+        return [shared[k] for k in np.asarray(key_of_cpu).tolist()]
 
     if m.smt:
         cand.append(("SMT", spans_by(m.cpu_core), dict(pct=opts["imbalance_pct_smt"], tries=0, numa=False, llc=True)))
@@ -68,7 +72,8 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     dists = sorted(set(int(d) for d in np.unique(m.distance)) - {10})
     for d in dists:
         near = m.distance <= d
-        spans = [frozenset(int(c) for c in np.flatnonzero(near[m.cpu_node[cpu]][m.cpu_node])) for cpu in range(ncpu)]
+        by_node = [frozenset(np.flatnonzero(near[n][m.cpu_node]).tolist()) for n in range(m.n_nodes)]
+        spans = [by_node[n] for n in m.cpu_node.tolist()]
         cand.append((f"NUMA-{d}", spans, dict(pct=opts["imbalance_pct_numa"], tries=opts["cache_nice_tries_numa"], numa=True, llc=False, dist=d)))
 
     # imb_numa_nr: at the first level above the LLC, 1/8 of it (one LLC) or its LLC count.
@@ -83,7 +88,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     child: list[frozenset[int]] | None = None
     child_numa = False
     for name, spans, info in cand:
-        if child is not None and all(spans[c] == child[c] for c in range(ncpu)):
+        if child is not None and all(spans[c] is child[c] or spans[c] == child[c] for c in range(ncpu)):
             continue  # degenerate: same span as the child
         if all(len(s) == 1 for s in spans):
             continue
@@ -101,16 +106,14 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
             prefer_sibling=child is not None and not child_numa,
             imb_numa_nr=imb_base * max(1, span_w // imb_span) if numa else imb_base,
         )
-        keys = np.array([min(spans[c]) * (ncpu + 1) + len(spans[c]) for c in range(ncpu)])
+        first = {id(sp): min(sp) for sp in {id(sp): sp for sp in spans}.values()}  # one min per distinct span
+        keys = np.array([first[id(spans[c])] * (ncpu + 1) + len(spans[c]) for c in range(ncpu)])
         lvl.spans, lvl.span_of = _spans(keys)
         for span in lvl.spans:
             if child is None:
                 groups = [np.array([c]) for c in span]
             else:
-                seen: list[frozenset[int]] = []
-                for c in span:
-                    if child[int(c)] not in seen:
-                        seen.append(child[int(c)])
+                seen = list(dict.fromkeys(child[c] for c in span.tolist()))  # child spans in order, once each
                 groups = [np.array(sorted(g), dtype=np.int64) for g in seen]
             lvl.groups.append(groups)
             lookup: dict[int, int] = {}
