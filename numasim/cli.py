@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+import traceback
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -22,7 +25,7 @@ from . import __version__
 from .atomic import check_target, write_all
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, estimate
 from .errors import NumasimError, Problem, ScenarioError
-from .policies.registry import available_policies
+from .policies.registry import available_policies, broken_policies
 from .analysis.results import RunResult
 from .runner import run, select_variants
 from .model.presets import load_preset, machine_preset, preset_names
@@ -34,6 +37,7 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="numasim", description="Simulate pods on NUMA machines under competing schedulers.")
     p.add_argument("--version", action="version", version=f"numasim {__version__}")
+    p.add_argument("--debug", action="store_true", help="with an error raised inside a policy, print its traceback too")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a scenario and print throughput and locality per policy")
@@ -194,8 +198,10 @@ def _cmd_policies(out: Console) -> int:
     t.add_column("description")
     t.add_column("options")
     for name, cls in available_policies().items():
-        t.add_row(name, cls.description, ", ".join(cls.Options.model_fields))
+        t.add_row(Text(name), Text(cls.description), ", ".join(cls.Options.model_fields))
     out.print(t)
+    for name, reason in broken_policies().items():
+        out.print(Text(f"warning: policy {name!r} is not available: {reason}", style="yellow"))
     return 0
 
 
@@ -223,9 +229,34 @@ def _cmd_workloads(out: Console) -> int:
     return 0
 
 
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C (workers killed, temporary files removed)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signum)
+
+
+def _stop(signum: int, _frame) -> None:
+    raise _Stopped(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``numasim`` command."""
     args = _parser().parse_args(argv)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                previous[sig] = signal.signal(sig, _stop)
+    try:
+        return _main(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(args) -> int:
     # Wide enough for the table when the output is a file or a pipe (rich assumes 80).
     out = Console(width=None if sys.stdout.isatty() else 160)
     err = Console(stderr=True)
@@ -242,10 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     except NumasimError as exc:
         # soft_wrap: one message, not re-wrapped at the console width (it may be piped or grepped)
         err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        if args.debug and exc.__cause__ is not None:
+            err.print("".join(traceback.format_exception(exc.__cause__)), markup=False, highlight=False)
         return 2
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130
+    except _Stopped as stop:
+        err.print(f"stopped by {signal.Signals(stop.signum).name}")
+        return 128 + stop.signum
 
 
 if __name__ == "__main__":  # pragma: no cover

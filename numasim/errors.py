@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 __all__ = ["NumasimError", "Problem", "ScenarioError", "PolicyError"]
 
+MAX_MESSAGE = 500  # characters of one problem's message shown (a value echoed back can be huge)
+MAX_PROBLEMS = 20  # problems listed; the rest are counted
+
 
 class NumasimError(Exception):
     """Base class of the errors numasim raises deliberately."""
@@ -25,7 +28,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        message = self.message if len(self.message) <= MAX_MESSAGE else self.message[:MAX_MESSAGE] + "... (cut)"
+        return f"{self.path[:200]}: {message}" if self.path else message
 
 
 class ScenarioError(NumasimError):
@@ -57,7 +61,9 @@ class ScenarioError(NumasimError):
         if len(self.problems) == 1:
             return f"{head}{self.problems[0]}"
         lines = [f"{head}{len(self.problems)} problems:"]
-        lines += [f"  - {p}" for p in self.problems]
+        lines += [f"  - {p}" for p in self.problems[:MAX_PROBLEMS]]
+        if len(self.problems) > MAX_PROBLEMS:
+            lines.append(f"  ... and {len(self.problems) - MAX_PROBLEMS} more")
         return "\n".join(lines)
 
     def __str__(self) -> str:

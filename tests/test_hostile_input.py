@@ -222,3 +222,189 @@ def test_from_dict_refuses_booleans_too():
     data["pods"][0]["threads"] = True
     with pytest.raises(Exception, match="not true/false"):
         from_dict(data)
+
+
+# ------------------------------------------------------------------ plug-ins
+from numasim import Policy, register  # noqa: E402
+from numasim.policies import registry  # noqa: E402
+
+
+class _Base(Policy):
+    def place(self, tid, sim):
+        return 0
+
+
+@register
+class _Raises(_Base):
+    name = "test-raises"
+
+    def place(self, tid, sim):
+        return {}["no such key"]
+
+
+@register
+class _ReturnsNone(_Base):
+    name = "test-none"
+
+    def place(self, tid, sim):
+        return None
+
+
+@register
+class _ReturnsFloat(_Base):
+    name = "test-float"
+
+    def place(self, tid, sim):
+        return 1.7
+
+
+@register
+class _ReturnsBool(_Base):
+    name = "test-bool"
+
+    def place(self, tid, sim):
+        return True
+
+
+@register
+class _TicksForever(_Base):
+    name = "test-eager"
+
+    def next_tick(self, now):
+        return now
+
+
+@register
+class _TicksInThePast(_Base):
+    name = "test-past"
+
+    def next_tick(self, now):
+        return now - 5
+
+
+@register
+class _TicksWithText(_Base):
+    name = "test-text"
+
+    def next_tick(self, now):
+        return "soon"
+
+
+def _plugin_scenario(tmp_path, policy):
+    return scenario(tmp_path, policies=[{"label": "p", "policy": policy}], baseline="p")
+
+
+@pytest.mark.parametrize("policy, words", [
+    ("test-raises", ["policy 'test-raises'", "raised KeyError", "in place()"]),
+    ("test-none", ["policy 'test-none'", "integer id", "NoneType"]),
+    ("test-float", ["policy 'test-float'", "integer id", "1.7"]),
+    ("test-bool", ["policy 'test-bool'", "integer id", "bool"]),
+    ("test-eager", ["policy 'test-eager'", "1 ns later 10,000 times"]),
+    ("test-past", ["policy 'test-past'", "1 ns later 10,000 times"]),
+    ("test-text", ["policy 'test-text'", "an integer", "'soon'"]),
+])
+def test_a_misbehaving_plugin_is_named_and_stopped(tmp_path, capsys, policy, words):
+    p = _plugin_scenario(tmp_path, policy)
+    out = tmp_path / "out.json"
+    rc = main(["run", str(p), "--quiet", "--workers", "1", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == "" and "Traceback" not in captured.err
+    assert len(captured.err.splitlines()) == 1 and captured.err.startswith(f"error: policy {policy!r} at t=")
+    assert all(w in captured.err for w in words), captured.err
+    assert not out.exists()
+
+
+def test_debug_shows_the_plugins_own_traceback(tmp_path, capsys):
+    p = _plugin_scenario(tmp_path, "test-raises")
+    assert main(["--debug", "run", str(p), "--quiet", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError" in err and "test_hostile_input.py" in err
+
+
+def test_a_broken_entry_point_spoils_only_its_own_name(monkeypatch, tmp_path, capsys):
+    class EP:
+        def __init__(self, name, value, load):
+            self.name, self.value, self.load = name, value, load
+
+    def boom():
+        raise ImportError("no module named 'missing_dependency'")
+
+    eps = [EP("broken", "pkg:Broken", boom), EP("notapolicy", "pkg:thing", lambda: object)]
+    monkeypatch.setattr(registry, "entry_points", lambda group: eps)
+    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
+    monkeypatch.setattr(registry, "_BROKEN", {})
+    assert main(["machines"]) == 0
+    assert main(["policies"]) == 0
+    out = capsys.readouterr().out
+    assert "policy 'broken' is not available" in out and "missing_dependency" in out
+    assert "not a numasim Policy subclass" in out
+    p = scenario(tmp_path)
+    assert main(["validate", str(p)]) == 0
+    capsys.readouterr()
+    bad = scenario(tmp_path, policies=[{"label": "b", "policy": "broken"}], baseline="b")
+    expect_error(capsys, ["validate", bad], str(bad), "policies[0].policy", "failed to load", "ImportError")
+
+
+def test_a_set_error_names_the_set(tmp_path, capsys):
+    p = scenario(tmp_path)
+    expect_error(capsys, ["validate", p, "--set", "duration=abc"], str(p), "duration",
+                 "from --set duration=abc")
+
+
+def test_error_lists_are_capped_and_long_values_cut(tmp_path, capsys):
+    data = copy.deepcopy(BASE)
+    data["policies"] = [{"label": f"v{i}", "policy": "nope"} for i in range(50)]
+    data["baseline"] = "v0"
+    p = scenario(tmp_path, data)
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "and 30 more" in err and err.count("unknown policy") == 20
+    p = scenario(tmp_path, duration="x" * 100_000)
+    assert main(["validate", str(p)]) == 2
+    assert len(capsys.readouterr().err) < 2000
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return kids + [d for k in kids for d in _descendants(k)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads child processes from /proc (Linux)")
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_signal_stops_the_run_and_its_workers_and_leaves_no_file(tmp_path, sig, code):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = scenario(tmp_path, duration="120s", warmup="1s")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "numasim.cli", "run", str(p), "--quiet", "--workers", "2",
+                             "--json", str(out / "r.json"), "--csv", str(out / "r.csv")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while len(_descendants(proc.pid)) < 2 and time.time() < deadline:  # wait for the worker processes
+        time.sleep(0.2)
+    workers = _descendants(proc.pid)
+    assert len(workers) >= 2, "the run never started its workers"
+    t0 = time.time()
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=20)
+    assert time.time() - t0 < 2.0
+    assert proc.returncode == code and f"stopped by {sig}" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert [w for w in workers if _running(w)] == []
+    assert os.listdir(out) == []

@@ -290,6 +290,20 @@ def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
             )
 
 
+def _blame(problems: list[Problem], overrides: list[str] | tuple[str, ...]) -> list[Problem]:
+    """Say which ``--set`` gave the value of a field that has a problem."""
+    sets = []
+    for item in overrides:
+        path = item.partition("=")[0]
+        sets.append(([p for p in path.strip().split(".") if p], item))
+    out = []
+    for prob in problems:
+        parts = [p for p in prob.path.replace("[", ".").replace("]", "").split(".") if p]
+        hit = next((item for sp, item in reversed(sets) if sp and parts[: len(sp)] == sp), None)
+        out.append(Problem(prob.path, f"{prob.message} (from --set {hit[:100]})") if hit else prob)
+    return out
+
+
 # ------------------------------------------------------------------ loading
 def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
     """Read, override and validate a scenario file."""
@@ -310,7 +324,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
     try:
         spec = ScenarioSpec.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_problems(exc, ScenarioSpec), source=source) from None
+        raise ScenarioError(_blame(_problems(exc, ScenarioSpec), overrides), source=source) from None
 
     problems: list[Problem] = []
     machine = _resolve_machine(spec.machine, problems)
@@ -370,7 +384,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
             if pod.requests is not None and pod.requests.cpu is not None and pod.requests.cpu > pod.cpus:
                 problems.append(Problem(f"pods[{i}].requests.cpu", f"must be <= cpu_limit ({pod.cpus:g}), got {pod.requests.cpu:g}"))
     if problems:
-        raise ScenarioError(problems, source=source)
+        raise ScenarioError(_blame(problems, overrides), source=source)
     assert machine is not None
     return Scenario(spec=spec, machine=machine, profiles=profiles, variants=tuple(variants), source=source)
 

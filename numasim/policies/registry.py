@@ -18,12 +18,13 @@ from .k8s import K8s
 from .numactl import Numactl
 from .taskset import Taskset
 
-__all__ = ["register", "get_policy", "available_policies", "BUILTINS"]
+__all__ = ["register", "get_policy", "available_policies", "broken_policies", "BUILTINS"]
 
 BUILTINS: tuple[type[Policy], ...] = (CFS, ESXi, K8s, Numactl, Taskset)
 
 _REGISTRY: dict[str, type[Policy]] = {cls.name: cls for cls in BUILTINS}
 _ENTRY_POINTS_LOADED = False
+_BROKEN: dict[str, str] = {}
 
 
 def register(cls: type[Policy]) -> type[Policy]:
@@ -35,14 +36,33 @@ def register(cls: type[Policy]) -> type[Policy]:
 
 
 def _load_entry_points() -> None:
+    """Load the ``numasim.policies`` entry points once; a broken one is kept aside, not fatal.
+
+    A package whose entry point fails to import, or names something that is not a
+    :class:`Policy` subclass, must not stop every command: it is listed by
+    :func:`broken_policies` (the CLI warns), and only using it by name is an error.
+    """
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return
     _ENTRY_POINTS_LOADED = True
     for ep in entry_points(group="numasim.policies"):
-        cls = ep.load()
-        if isinstance(cls, type) and issubclass(cls, Policy):
-            _REGISTRY.setdefault(cls.name or ep.name, cls)
+        where = f"entry point {ep.name!r} ({getattr(ep, 'value', '?')})"
+        try:
+            cls = ep.load()
+        except Exception as exc:  # a third party's import error, whatever it is
+            _BROKEN[ep.name] = f"{where} failed to load: {type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, Policy)):
+            _BROKEN[ep.name] = f"{where} is not a numasim Policy subclass"
+            continue
+        _REGISTRY.setdefault(cls.name or ep.name, cls)
+
+
+def broken_policies() -> dict[str, str]:
+    """Entry points that could not be used, by name, with the reason."""
+    _load_entry_points()
+    return dict(_BROKEN)
 
 
 def available_policies() -> dict[str, type[Policy]]:
@@ -60,6 +80,8 @@ def get_policy(name: str) -> type[Policy]:
         Naming the known policies when ``name`` is unknown.
     """
     known = available_policies()
+    if name not in known and name in _BROKEN:
+        raise ScenarioError(Problem("policy", _BROKEN[name]))
     if name not in known:
         raise ScenarioError(
             Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(known)}")

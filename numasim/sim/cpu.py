@@ -83,7 +83,7 @@ class CpuRuntime:
                 self.t_req_arrival[tid] = self.env.now
                 self.t_req_left[tid] = self.p_req_ops[tid]
             self.t_waiting[tid] = False
-        cpu = int(self.policy.wake(tid, waker, self.view))
+        cpu = self._id(self.policy.wake(tid, waker, self.view), "wake()'s CPU", "wake")
         self._check_place(tid, cpu, "wake")
         prev = self.t_cpu[tid]
         self.c_wakeups[tid] += 1

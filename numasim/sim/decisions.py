@@ -16,7 +16,22 @@ from .perf import refill_ns
 __all__ = ["Decisions"]
 
 
+def _int(value: object) -> int | None:
+    """``value`` as an int if it is an integer (Python or numpy; not a bool), else None."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        return None
+    return int(value)
+
+
 class Decisions:
+    def _id(self, value: object, what: str, decision: object) -> int:
+        """A thread or CPU id a policy returned, checked to be an integer."""
+        out = _int(value)
+        if out is None:
+            raise PolicyError(self.policy.name, self.now, decision,
+                              f"{what} must be an integer id, got {str(value)[:50]!r} ({type(value).__name__})")
+        return out
+
     def _check_cpus(self, cpus: frozenset[int] | None, decision: object) -> None:
         if cpus is None:
             return
@@ -41,10 +56,11 @@ class Decisions:
 
     def _apply(self, d: Decision) -> None:
         if isinstance(d, Move):
-            tid = int(d.tid)
+            tid = self._id(d.tid, "the thread", d)
+            cpu = self._id(d.cpu, "the CPU", d)
             if d.numa and 0 <= tid < len(self.t_cpu) and self.t_active[tid] and self.t_cpu[tid] != d.cpu:
                 self.c_numa_moves[tid] += 1
-            self._move(tid, int(d.cpu), d)
+            self._move(tid, cpu, d)
         elif isinstance(d, MoveChunks):
             self._move_chunks(d)
         elif isinstance(d, Charge):
@@ -60,7 +76,7 @@ class Decisions:
                 self.t_affinity[tid] = d.cpus
                 self.affinity_log.append((self.now, tid, d.cpus))
                 if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
-                    self._move(tid, int(self.policy.place(tid, self.view)), d)
+                    self._move(tid, self._id(self.policy.place(tid, self.view), "place()'s CPU", d), d)
         elif isinstance(d, MigratePages):
             if not 0 <= d.dst < self.machine.n_nodes or d.rate_gbps <= 0 or d.nbytes < 0:
                 raise PolicyError(self.policy.name, self.now, d, "bad node, rate or size")

@@ -77,7 +77,7 @@ class Drivers:
                 self.env.process(self._bandwidth(pod))
 
     def _start_thread(self, tid: int) -> None:
-        cpu = int(self.policy.place(tid, self.view))
+        cpu = self._id(self.policy.place(tid, self.view), "place()'s CPU", "place")
         self._check_place(tid, cpu, "place")
         self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] else WORK
         self.t_last[tid] = self.now

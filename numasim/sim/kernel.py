@@ -22,7 +22,9 @@ sleeps, wake-ups and moves make to the load on the memory system.
 from __future__ import annotations
 
 import heapq
+import traceback
 from array import array
+from pathlib import Path
 import math
 from collections import deque
 from typing import Callable
@@ -31,6 +33,7 @@ import numpy as np
 import simpy
 from numpy.typing import NDArray
 
+from ..errors import NumasimError, PolicyError
 from ..model.machine import Machine
 from ..policies.api import (
     PAGE,
@@ -41,13 +44,15 @@ from .perf import LINE
 from .state import NEW, TOUCH
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import CpuRuntime
-from .decisions import Decisions
+from .decisions import Decisions, _int
 from .drivers import Drivers
 from .pages import PageRuntime
 from .rates import Rates
 from .view import SimView
 
 __all__ = ["Simulation"]
+
+MAX_EAGER_TICKS = 10_000
 
 
 class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
@@ -219,9 +224,20 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.env.process(self._refresher())
         n_events = 0
         env = self.env
-        while env.peek() <= self.duration_ns:
-            env.step()
-            n_events += 1
+        try:
+            while env.peek() <= self.duration_ns:
+                env.step()
+                n_events += 1
+        except NumasimError:
+            raise
+        except Exception as exc:
+            # simpy re-raises a copy of a process's exception, the original as its cause.
+            original = exc.__cause__ if isinstance(exc.__cause__, type(exc)) else exc
+            culprit = _policy_frame(original, type(self.policy))
+            if culprit is None:
+                raise  # not raised in the policy's code: a bug of numasim's
+            raise PolicyError(self.policy.name, self.now, culprit,
+                              f"raised {type(exc).__name__}: {str(exc)[:300]}") from original
         samples = {k: v[: self._n_samples] for k, v in self._samples.items()}
         return Trace(
             machine=self.machine,
@@ -242,13 +258,25 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         )
 
     def _ticker(self):
+        eager = 0  # ticks in a row asked for 1 ns later
         while True:
             nxt = self.policy.next_tick(self.now)
             if nxt is None:
                 self._tick_wakeup = self.env.event()
                 yield self._tick_wakeup
                 continue
-            yield self.env.timeout(max(int(nxt) - self.now, 1))
+            when = _int(nxt)
+            if when is None:
+                raise PolicyError(self.policy.name, self.now, "next_tick",
+                                  f"next_tick must return None or a time in ns (an integer), got {str(nxt)[:50]!r}")
+            # Now or a time already past means 1 ns from now; a policy that asks for that
+            # again and again would tick a billion times per simulated second: it is
+            # stopped, not waited for.
+            eager = eager + 1 if when - self.now <= 1 else 0
+            if eager > MAX_EAGER_TICKS:
+                raise PolicyError(self.policy.name, self.now, "next_tick",
+                                  f"next_tick asked for a tick 1 ns later {MAX_EAGER_TICKS:,} times in a row")
+            yield self.env.timeout(max(when - self.now, 1))
             for d in self.policy.tick(self.view):
                 self._apply(d)
 
@@ -380,3 +408,25 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         for k, v in snap.items():
             self._samples[k][i] = v
         self._n_samples = i + 1
+
+
+def _policy_frame(exc: BaseException, cls: type) -> str | None:
+    """Where in the code of policy class ``cls`` (or its bases) ``exc`` was raised, innermost frame first.
+
+    The policy's files are those of its methods' code (a class sent by value to a worker
+    process, or defined in a notebook, has no importable module, but its code objects
+    keep their file names); the contract's default methods do not count.
+    """
+    files = set()
+    for klass in cls.__mro__:
+        if klass is Policy or klass is object:
+            continue
+        for attr in vars(klass).values():
+            func = getattr(attr, "__func__", attr)
+            code = getattr(func, "__code__", None)
+            if code is not None:
+                files.add(code.co_filename)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename in files:
+            return f"in {frame.name}() at {Path(frame.filename).name}:{frame.lineno}"
+    return None
