@@ -36,7 +36,7 @@ class Estimate:
     run_memory_bytes: float  # the largest single simulation's
 
     def describe(self) -> str:
-        return (f"{self.runs} simulations, about {self.events:,.0f} events, {_duration(self.cpu_seconds)} of CPU "
+        return (f"{self.runs} simulation{"s" if self.runs != 1 else ""}, about {self.events:,.0f} events, {_duration(self.cpu_seconds)} of CPU "
                 f"in all, up to {self.run_memory_bytes / 2**20:,.0f} MiB per simulation")
 
 

@@ -26,6 +26,11 @@ Size = Annotated[int, BeforeValidator(parse_size)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 
 
+# Physical bounds: orders of magnitude past any machine, so that a typo or a hostile value is
+# refused instead of reaching the arithmetic (a latency of 1e-300 ns, a bandwidth of 1e308).
+Latency = Annotated[float, Field(ge=1, le=100_000)]  # ns
+Bandwidth = Annotated[float, Field(ge=0.01, le=100_000)]  # GB/s
+
 MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance.md)
 
 
@@ -45,25 +50,25 @@ class MachineSpec(Spec):
     cpu_numbering: Literal["block", "alternate"] | list[Annotated[int, Field(ge=0)]] = Field(
         default="block", description="OS CPU numbering: block, alternate, or the node of each OS CPU"
     )
-    frequency_ghz: PositiveFloat = Field(description="core frequency (base, the highest the governor selects), GHz")
-    min_frequency_ghz: PositiveFloat | None = Field(
-        default=None, description="lowest frequency the cpufreq governor can select, GHz (default: no range)")
+    frequency_ghz: float = Field(ge=0.1, le=10, description="core frequency (base, the highest the governor selects), GHz")
+    min_frequency_ghz: float | None = Field(
+        default=None, ge=0.1, le=10, description="lowest frequency the cpufreq governor can select, GHz (default: no range)")
     governor: Literal["performance", "powersave", "schedutil"] = Field(
         default="performance",
         description="cpufreq governor: performance (highest), powersave (lowest, acpi-cpufreq), schedutil (from utilisation)")
-    memory_per_node: Size = Field(gt=0, description="DRAM per node, e.g. 256GiB")
-    local_latency_ns: PositiveFloat = Field(description="idle local DRAM latency, ns")
-    remote_latency_ns: PositiveFloat | None = Field(default=None, description="idle remote DRAM latency, ns (all remote nodes)")
-    latency_ns: list[list[PositiveFloat]] | None = Field(default=None, description="idle latency matrix, ns, CPU node x memory node")
+    memory_per_node: Size = Field(gt=0, le=2**50, description="DRAM per node, e.g. 256GiB")
+    local_latency_ns: Latency = Field(description="idle local DRAM latency, ns")
+    remote_latency_ns: Latency | None = Field(default=None, description="idle remote DRAM latency, ns (all remote nodes)")
+    latency_ns: list[list[Latency]] | None = Field(default=None, description="idle latency matrix, ns, CPU node x memory node")
     slit: list[list[Annotated[int, Field(ge=10, le=254)]]] | None = Field(default=None, description="ACPI SLIT distances (numactl --hardware); latencies = local x slit / 10 if no latency is given")
-    memory_bandwidth_gbps: PositiveFloat = Field(description="read bandwidth of one node's memory, GB/s")
-    interconnect_gbps: PositiveFloat = Field(description="bandwidth between two sockets, per direction, GB/s")
-    same_socket_interconnect_gbps: PositiveFloat | None = Field(default=None, description="bandwidth between nodes of one socket (default: memory_bandwidth_gbps)")
-    loaded_latency: list[tuple[PositiveFloat, PositiveFloat]] = Field(min_length=2, description="measured [GB/s, ns] points of latency under load (Intel MLC)")
-    loaded_latency_peak_gbps: PositiveFloat = Field(description="the peak bandwidth of that measurement, GB/s")
-    l2_kib: PositiveFloat = Field(default=256, description="L2 cache per core, KiB")
-    llc_mib_per_socket: PositiveFloat = Field(default=32, description="last-level cache per socket, MiB")
-    context_switch_ns: float = Field(default=2000, ge=0, description="direct cost of a context switch, ns")
+    memory_bandwidth_gbps: Bandwidth = Field(description="read bandwidth of one node's memory, GB/s")
+    interconnect_gbps: Bandwidth = Field(description="bandwidth between two sockets, per direction, GB/s")
+    same_socket_interconnect_gbps: Bandwidth | None = Field(default=None, description="bandwidth between nodes of one socket (default: memory_bandwidth_gbps)")
+    loaded_latency: list[tuple[Bandwidth, Latency]] = Field(min_length=2, description="measured [GB/s, ns] points of latency under load (Intel MLC)")
+    loaded_latency_peak_gbps: Bandwidth = Field(description="the peak bandwidth of that measurement, GB/s")
+    l2_kib: float = Field(default=256, ge=1, le=2**20, description="L2 cache per core, KiB")
+    llc_mib_per_socket: float = Field(default=32, gt=0, le=2**16, description="last-level cache per socket, MiB")
+    context_switch_ns: float = Field(default=2000, ge=0, le=1e7, description="direct cost of a context switch, ns")
     sources: dict[str, str] = Field(default_factory=dict, description="where each constant comes from")
 
     @property

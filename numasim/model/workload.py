@@ -38,9 +38,9 @@ class RequestSpec(Spec):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["closed", "open"] = Field(default="closed", description="closed: threads are clients; open: Poisson arrivals")
-    ops: float = Field(gt=0, description="work per request, in operations")
-    think_ms: float = Field(default=1.0, ge=0, description="closed: mean think time between a response and the next request")
-    rate_per_s: float | None = Field(default=None, gt=0, description="open: requests per second arriving at each pod")
+    ops: float = Field(gt=0, le=1e15, description="work per request, in operations")
+    think_ms: float = Field(default=1.0, ge=0, le=1e7, description="closed: mean think time between a response and the next request")
+    rate_per_s: float | None = Field(default=None, gt=0, le=1e9, description="open: requests per second arriving at each pod")
 
     @model_validator(mode="after")
     def _check(self) -> "RequestSpec":
@@ -62,8 +62,8 @@ class WorkloadProfile(Spec):
 
     name: Text = Field(default="custom", max_length=200, description="a name for tables")
     description: Text = Field(default="", max_length=4000, description="free text")
-    cycles_per_op: float = Field(gt=0, description="core cycles per operation, DRAM stalls excluded")
-    llc_misses_per_op: float = Field(ge=0, description="last-level cache misses served by DRAM per operation")
+    cycles_per_op: float = Field(gt=0, le=1e12, description="core cycles per operation, DRAM stalls excluded")
+    llc_misses_per_op: float = Field(ge=0, le=1e9, description="last-level cache misses served by DRAM per operation")
     mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: misses in flight at once")
     shared_fraction: float = Field(
         default=1.0, ge=0.0, le=1.0,
@@ -73,7 +73,7 @@ class WorkloadProfile(Spec):
         default="threads",
         description="who first touches the shared memory at start-up: every thread its share, or the first thread all of it",
     )
-    touch_gbps: float = Field(default=2.0, gt=0, description="GB/s one thread writes when it first touches its memory")
+    touch_gbps: float = Field(default=2.0, ge=0.001, le=10_000, description="GB/s one thread writes when it first touches its memory")
     requests: RequestSpec | None = Field(
         default=None,
         description="how the threads' work arrives in requests (see Requests); none: the threads never block",
@@ -82,12 +82,12 @@ class WorkloadProfile(Spec):
         default="pod", description="who wakes a blocked thread: another thread of its pod, or a timer on its own CPU"
     )
     pause_interval_ms: float | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=1e7,
         description="mean time between stop-the-world pauses in which all of a pod's threads block at once (a JVM's GC safepoints); none: no pauses",
     )
-    pause_ms: float = Field(default=20.0, gt=0, description="mean length of a stop-the-world pause")
+    pause_ms: float = Field(default=20.0, gt=0, le=1e6, description="mean length of a stop-the-world pause")
     cache_footprint_mib: float = Field(
-        default=1.0, ge=0, description="cache contents a thread must reload after it moves to another core"
+        default=1.0, ge=0, le=2**20, description="cache contents a thread must reload after it moves to another core"
     )
     sources: dict[str, str] = Field(default_factory=dict, description="where each parameter comes from")
 
@@ -97,7 +97,7 @@ class Resources(Spec):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    cpu: float | None = Field(default=None, gt=0, description="CPUs")
+    cpu: float | None = Field(default=None, ge=0.001, le=65_536, description="CPUs")
     memory: Size | None = Field(default=None, gt=0, description="memory, e.g. 4Gi")
 
 
@@ -109,8 +109,8 @@ class PodSpec(Spec):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="pod name; replicas are NAME-0, NAME-1, ...")
     replicas: int = Field(default=1, ge=1, le=10_000, description="identical pods")
     threads: int = Field(ge=1, le=4096, description="busy threads (JVM workers, vCPUs in use)")
-    cpu_limit: float | None = Field(default=None, gt=0, description="CPUs; defaults to threads")
-    memory: Size = Field(gt=0, description="memory the pod touches, e.g. '42GB'")
+    cpu_limit: float | None = Field(default=None, ge=0.001, le=65_536, description="CPUs; defaults to threads")
+    memory: Size = Field(gt=0, le=2**50, description="memory the pod touches, e.g. '42GB'")
     profile: str = Field(min_length=1, description="a workload preset name or a key of the scenario's workloads")
     start: Duration = Field(default=0, ge=0, description="arrival time of the first replica")
     stagger: Duration = Field(default=0, ge=0, description="delay between successive replicas' arrivals")
