@@ -36,7 +36,8 @@ class Estimate:
     run_memory_bytes: float  # the largest single simulation's
 
     def describe(self) -> str:
-        return (f"{self.runs} simulation{"s" if self.runs != 1 else ""}, about {self.events:,.0f} events, {_duration(self.cpu_seconds)} of CPU "
+        plural = "s" if self.runs != 1 else ""
+        return (f"{self.runs} simulation{plural}, about {self.events:,.0f} events, {_duration(self.cpu_seconds)} of CPU "
                 f"in all, up to {self.run_memory_bytes / 2**20:,.0f} MiB per simulation")
 
 
