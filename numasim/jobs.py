@@ -20,6 +20,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import NumasimError
+
 __all__ = ["Job", "run_jobs", "worker_count"]
 
 
@@ -31,6 +33,7 @@ class Job:
     fn: Callable[..., Any]
     args: tuple
     group: str
+    name: str = ""  # for messages, e.g. "variant cfs, seed 2"
     order: int = field(default=0, compare=False)  # submission order, to break ties
 
 
@@ -98,6 +101,7 @@ def run_jobs(
         return
 
     from loky import get_reusable_executor  # imported here: a serial run never starts a pool
+    from loky.process_executor import TerminatedWorkerError
 
     pool = get_reusable_executor(max_workers=workers)
     running: dict[Future, Job] = {}
@@ -107,6 +111,11 @@ def run_jobs(
                 job = queue.pop()
                 running[pool.submit(_timed, job.fn, job.args)] = job
             done, _ = wait(running, return_when=FIRST_COMPLETED)
+            if any(isinstance(f.exception(), TerminatedWorkerError) for f in done):
+                # The pool cannot tell which of the jobs in flight killed its worker: name them all.
+                names = sorted(j.name or str(j.key) for j in running.values())
+                which = names[0] if len(names) == 1 else "one of: " + "; ".join(names)
+                raise NumasimError(f"a worker process died (a crash or the out-of-memory killer) while simulating {which}")
             for fut in sorted(done, key=lambda f: running[f].order):
                 job = running.pop(fut)
                 seconds, out = fut.result()

@@ -169,8 +169,8 @@ def run(
     sla_spec = scenario.spec.sla if with_sla else None
     levels = sorted(sla_spec.levels) if sla_spec is not None else []
     # The first seed of every variant first: the SLA search of a variant starts from it.
-    jobs = [Job(("run", v.label, sd), _run_job, (scenario, v.label, sd, dur_ns, sd == seeds[0]), v.label)
-            for sd in seeds for v in variants]
+    jobs = [Job(("run", v.label, sd), _run_job, (scenario, v.label, sd, dur_ns, sd == seeds[0]), v.label,
+                f"variant {v.label}, seed {sd}") for sd in seeds for v in variants]
     done: dict[tuple, tuple] = {}
 
     def finished(job: Job, out) -> list[Job]:
@@ -179,8 +179,8 @@ def run(
         if on_done:
             on_done(label)
         if kind == "run" and rest[0] == seeds[0]:
-            return [Job(("sla", label, lv), _sla_job, (scenario, label, lv, out[0], seeds[0], dur_ns), label)
-                    for lv in levels]
+            return [Job(("sla", label, lv), _sla_job, (scenario, label, lv, out[0], seeds[0], dur_ns), label,
+                        f"variant {label}, SLA level {lv:g}, seed {seeds[0]}") for lv in levels]
         return []
 
     run_jobs(jobs, worker_count(workers), finished)

@@ -80,3 +80,27 @@ def test_a_policy_defined_in_a_function_runs_in_worker_processes():
     scenario = dataclasses.replace(scenario, variants=(base, mine))
     res = numasim.run(scenario, workers=2, with_sla=False)
     assert res.run("mine").throughput > 0
+
+
+def test_a_worker_that_dies_is_reported_with_its_variant_and_seed():
+    import os
+
+    import pytest
+
+    from numasim import Policy
+    from numasim.errors import NumasimError
+
+    class Dies(Policy):
+        name = "dies"
+
+        def place(self, tid, sim):
+            os._exit(3)  # a crash no Python code can catch (a segfault in a C extension, the OOM killer)
+
+    scenario = numasim.from_dict(small_scenario(duration="1500ms", warmup="500ms",
+                                                policies=[{"label": "cfs", "policy": "cfs"}]))
+    dies = dataclasses.replace(scenario.variants[0], label="dies", policy=Dies, options=Dies.Options())
+    scenario = dataclasses.replace(scenario, variants=(scenario.variants[0], dies))
+    with pytest.raises(NumasimError, match=r"worker process died .* simulating .*variant dies, seed \d+"):
+        numasim.run(scenario, workers=2, with_sla=False)
+    # The pool is usable again afterwards.
+    assert numasim.run(dataclasses.replace(scenario, variants=scenario.variants[:1]), workers=2).runs
