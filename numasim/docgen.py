@@ -29,6 +29,14 @@ with its path and what is allowed. Unknown keys are errors. Sizes take units (`4
 can be overridden from the command line with `--set PATH=VALUE`, e.g.
 `--set machine.smt=true` or `--set pods.0.replicas=4`, and is validated the same way.
 
+Limits, so that a mistyped or hostile file gets an error, not a hang or a crash: a file
+is read up to 4 MiB, YAML nesting up to 64 levels and alias expansion up to 100,000
+values; a key may appear once per mapping; `true`/`false` are never numbers; names,
+labels and descriptions may not hold control characters; every number has the bounds
+given below. Before simulating, `numasim run` estimates the CPU time and memory of the
+run (`numasim validate` prints the estimate) and refuses one over `--max-work` CPU
+seconds (default 14,400) or `--max-memory` GiB per simulation (default 8).
+
 This page is generated from the validation schema by `python -m numasim.docgen`.
 """
 
