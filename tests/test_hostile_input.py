@@ -408,3 +408,25 @@ def test_a_signal_stops_the_run_and_its_workers_and_leaves_no_file(tmp_path, sig
     time.sleep(0.5)
     assert [w for w in workers if _running(w)] == []
     assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("sets, where, words", [
+    (["machine.remote_latency_ns=null", "machine.latency_ns=[[80,130],[70,80]]"], "machine", ["nearest"]),
+    (["machine.remote_latency_ns=null", "machine.latency_ns=[[80,130],[130]]"], "machine", ["2x2 matrix"]),
+    (["machine.remote_latency_ns=null", "machine.slit=[[10,21],[10,10]]"], "machine", ["greater than 10"]),
+    (["sla={targets_ms: [.nan], levels: [0.5, 0.7]}"], "sla.targets_ms[0]", ["finite"]),
+    (["sla={targets_ms: [-5], levels: [0.5, 0.7]}"], "sla.targets_ms[0]", ["greater than 0"]),
+    (["sla={targets_ms: [5], levels: [0.5, 7]}"], "sla.levels[1]", ["less than or equal to 2"]),
+    (["sla={targets_ms: [5], levels: [0.5, 0.5]}"], "sla", ["must not repeat"]),
+    (["machine.frequency_ghz=1e300"], "machine.frequency_ghz", ["less than or equal to 10"]),
+    (["machine.local_latency_ns=.inf"], "machine.local_latency_ns", ["finite"]),
+    (["machine.memory_bandwidth_gbps=1e-300"], "machine.memory_bandwidth_gbps", ["greater than or equal to 0.01"]),
+    (["pods.0.cpu_limit=1e-300"], "pods[0].cpu_limit", ["greater than or equal to 0.001"]),
+    (["policies.0.options={migrate_rate_limit_mbps: .nan}"], "policies[0].options.migrate_rate_limit_mbps", ["finite"]),
+])
+def test_matrices_sla_and_physical_bounds(tmp_path, capsys, sets, where, words):
+    p = scenario(tmp_path)
+    argv = ["validate", p]
+    for s in sets:
+        argv += ["--set", s]
+    expect_error(capsys, argv, str(p), where, *words)

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 from .spec import Spec, Text
 from scipy.optimize import curve_fit
 
@@ -37,7 +37,6 @@ MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/pe
 class MachineSpec(Spec):
     """Validated description of a machine (see docs/scenario-reference.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Text = Field(default="custom", max_length=200, description="a name for tables and reports")
     description: Text = Field(default="", max_length=4000, description="free text")
@@ -96,6 +95,13 @@ class MachineSpec(Spec):
                 raise ValueError(f"{name} must be a {n}x{n} matrix (one row per NUMA node)")
         if n > 1 and self.slit is not None and any(self.slit[i][i] != 10 for i in range(n)):
             raise ValueError("slit must have 10 on the diagonal (ACPI SLIT convention)")
+        if n > 1 and self.slit is not None and any(self.slit[i][j] <= 10 for i in range(n) for j in range(n) if i != j):
+            raise ValueError("slit distances between different nodes must be greater than 10 (the local distance)")
+        if n > 1 and self.latency_ns is not None:
+            for i, row in enumerate(self.latency_ns):
+                if min(row) < row[i]:
+                    raise ValueError(f"latency_ns row {i}: a node's own memory must be its nearest "
+                                     f"(local {row[i]:g} ns, but {min(row):g} ns to another node)")
         if isinstance(self.cpu_numbering, list):
             per_node = self.n_cpus // n
             if len(self.cpu_numbering) != self.n_cpus:

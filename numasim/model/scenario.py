@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 from .spec import Spec, Text
 
 from ..errors import Problem, ScenarioError
@@ -47,7 +47,6 @@ Duration = Annotated[int, BeforeValidator(parse_duration)]
 class VariantSpec(Spec):
     """One policy variant to run: a policy name, its options and a label."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     label: Text | None = Field(default=None, min_length=1, max_length=80, description="name in tables (default: the policy name)")
     policy: str = Field(min_length=1, description="a registered policy (numasim policies)")
@@ -61,21 +60,29 @@ class VariantSpec(Spec):
 class SlaSpec(Spec):
     """The SLA search of a scenario (``sla:``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    targets_ms: list[float] = Field(min_length=1, description="response-time targets, ms (SPECjbb: 10, 25, 50, 75, 100)")
+    targets_ms: list[Annotated[float, Field(gt=0, le=1e7)]] = Field(
+        min_length=1, max_length=100, description="response-time targets, ms (SPECjbb: 10, 25, 50, 75, 100)")
     percentile: Literal["p50", "p90", "p99", "p99.9"] = Field(default="p99", description="the percentile held under each target")
-    levels: list[float] = Field(
+    levels: list[Annotated[float, Field(gt=0, le=2)]] = Field(
         default_factory=lambda: [0.5, 0.7, 0.85, 0.95],
         min_length=2,
-        description="injection rates to try, as fractions of the rate each pod reached closed-loop",
+        max_length=100,
+        description="injection rates to try, as fractions (0-2] of the rate each pod reached closed-loop",
     )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "SlaSpec":
+        for name in ("targets_ms", "levels"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} must not repeat a value")
+        return self
 
 
 class ScenarioSpec(Spec):
     """The top level of a scenario file (see docs/scenarios.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Text = Field(min_length=1, max_length=200, description="the scenario's name")
     description: Text = Field(default="", max_length=4000, description="free text")

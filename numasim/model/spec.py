@@ -29,14 +29,14 @@ def _holds_bool(value: Any) -> bool:
 
 
 class Spec(BaseModel):
-    """Frozen, unknown keys refused, and true/false never taken for a number.
+    """Frozen, unknown keys refused, NaN and infinities refused, and true/false never taken for a number.
 
     pydantic's lax mode reads ``true`` as 1 and ``false`` as 0 for a number field, so
     ``threads: true`` would give one thread; a YAML boolean where a number, size or
     duration is expected is almost always a mistake, and is refused here.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod

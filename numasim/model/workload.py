@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 from .spec import Spec, Text
 
 from ..units import parse_duration, parse_size
@@ -35,7 +35,6 @@ class RequestSpec(Spec):
     memory locality and bandwidth contention all show up in it.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["closed", "open"] = Field(default="closed", description="closed: threads are clients; open: Poisson arrivals")
     ops: float = Field(gt=0, le=1e15, description="work per request, in operations")
@@ -58,7 +57,6 @@ class WorkloadProfile(Spec):
     misses (see docs/model.md).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Text = Field(default="custom", max_length=200, description="a name for tables")
     description: Text = Field(default="", max_length=4000, description="free text")
@@ -95,7 +93,6 @@ class WorkloadProfile(Spec):
 class Resources(Spec):
     """CPU and memory amounts, Kubernetes-style (used by requests)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     cpu: float | None = Field(default=None, ge=0.001, le=65_536, description="CPUs")
     memory: Size | None = Field(default=None, gt=0, description="memory, e.g. 4Gi")
@@ -104,7 +101,6 @@ class Resources(Spec):
 class PodSpec(Spec):
     """A group of identical pods (containers or VMs) running one workload."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="pod name; replicas are NAME-0, NAME-1, ...")
     replicas: int = Field(default=1, ge=1, le=10_000, description="identical pods")

@@ -62,7 +62,7 @@ __all__ = [
 class PolicyOptions(Spec):
     """Base class of a policy's options (validated from the scenario)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(validate_default=True)  # with Spec's: frozen, no unknown keys, finite
 
 
 @dataclass(frozen=True)
