@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--policy", action="append", metavar="NAME", help="run only this variant (label or policy name); repeatable; the baseline always runs")
     r.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
     r.add_argument("--duration", help="simulated time, e.g. 30s (default: the scenario's)")
+    r.add_argument("--warmup", help="time before the measurement window, e.g. 10s (default: the scenario's)")
+    r.add_argument("--replications", metavar="N", help="seeds per variant (default: the scenario's)")
     r.add_argument("--json", metavar="FILE", help="write the results as JSON (schema numasim.result/1)")
     r.add_argument("--report", metavar="FILE", help="write an HTML report: one self-contained page of plotly figures "
                    "(summary, per pod, per-CPU timeline, memory per node, over time, request latency); works offline")
@@ -80,7 +82,8 @@ def _table(result: RunResult) -> Table:
     # User text (names, labels, reasons) goes in as Text, never parsed as rich markup.
     t = Table(title=Text(f"{result.scenario['name']} on {result.scenario['machine']} "
                          f"(window {result.runs[0].window_s[0]:g}-{result.runs[0].window_s[1]:g} s, seed {result.scenario['seed']}"
-                         + (f", mean ± sd of {result.scenario['replications']} seeds" if result.scenario["replications"] > 1 else "")
+                         + (f", mean ± 95 % CI of {result.scenario['replications']} seeds"
+                            if result.scenario["replications"] > 1 else "")
                          + ")"))
     cols = [("policy", "left"), ("ops/s", "right"), ("relative", "right"), ("locality", "right")]
     with_latency = any(r.latency for r in result.runs)
@@ -94,13 +97,13 @@ def _table(result: RunResult) -> Table:
         t.add_column(col, justify=just)
     for r in result.runs:
         rel = result.relative(r.label)
-        sd = result.spread(r.label)
+        ci = result.ci(r.label)
         rejected = sum(p.status in ("rejected", "failed") for p in r.pods)
         t.add_row(
             Text(r.label + ("  (baseline)" if r.label == result.baseline else "")),
             f"{r.throughput:,.0f}",
-            _fmt(rel, ".3f") + (f" ± {sd['relative_throughput_sd']:.3f}" if sd["relative_throughput_sd"] else ""),
-            _fmt(r.locality, ".3f") + (f" ± {sd['locality_sd']:.3f}" if sd["locality_sd"] else ""),
+            _fmt(rel, ".3f") + (f" ± {ci['relative_throughput_ci']:.3f}" if ci["relative_throughput_ci"] else ""),
+            _fmt(r.locality, ".3f") + (f" ± {ci['locality_ci']:.3f}" if ci["locality_ci"] else ""),
             *([_fmt((r.latency or {}).get("p99_ms"), ".1f")] if with_latency else []),
             *([_sla_cell(result.sla.get(r.label))] if result.sla else []),
             f"{r.migrations:,}",
@@ -134,7 +137,12 @@ def _pods_csv(result: RunResult) -> str:
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
-    scenario = load(args.scenario, args.set)
+    sets = list(args.set)
+    if args.warmup is not None:
+        sets.append(f"warmup={args.warmup}")
+    if args.replications is not None:
+        sets.append(f"replications={args.replications}")
+    scenario = load(args.scenario, sets)
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
     for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):
@@ -165,6 +173,8 @@ def _cmd_run(args, out: Console, err: Console) -> int:
         for p in r.pods:
             if p.status in ("rejected", "failed"):
                 out.print(Text(f"{r.label}: pod {p.name} {p.status}: {p.reason}", style="yellow"))
+    for w in result.warnings():
+        out.print(Text(f"warning: {w}", style="yellow"))
     files = []
     for flag, target in outputs:
         if flag == "--json":

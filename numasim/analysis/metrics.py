@@ -131,8 +131,16 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         pods=pods, timeseries=series, events=first.events, window_s=first.window_s,
         sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
         seeds=list(seeds),
-        replicates=[{"seed": sd, "throughput": r.throughput, "locality": r.locality} for sd, r in zip(seeds, runs)],
+        replicates=[{"seed": sd, **{f: _figure(r, f) for f in REPLICATED}} for sd, r in zip(seeds, runs)],
     )
+
+
+REPLICATED = ("throughput", "locality", "cpu_utilisation", "p99_ms", "migrations", "cross_node_migrations")
+"""The figures kept per seed (``Metrics.replicates``), from which their confidence intervals come."""
+
+
+def _figure(m: Metrics, name: str) -> float | None:
+    return (m.latency or {}).get(name) if name.endswith("_ms") else getattr(m, name)
 
 
 def _ratio(num: float, den: float) -> float | None:

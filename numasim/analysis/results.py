@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..sim.trace import Trace
-from .metrics import Metrics
+from .confidence import half_width, mser_truncation
+from .metrics import REPLICATED, Metrics
 
 __all__ = ["RunResult", "SCHEMA"]
 
@@ -73,6 +74,58 @@ class RunResult:
             "locality_sd": float(np.std(loc, ddof=1)) if len(loc) > 1 else None,
         }
 
+    def ci(self, label: str) -> dict[str, float | None]:
+        """Half-widths of the 95 % confidence intervals over seeds (``None`` with one seed).
+
+        Keys: ``relative_throughput_ci`` and ``<figure>_ci`` for each figure of
+        :data:`~numasim.analysis.metrics.REPLICATED` (see :mod:`numasim.analysis.confidence`).
+        """
+        run = self.run(label)
+        out = {"relative_throughput_ci": half_width(self.relative_replicates(label))}
+        for name in REPLICATED:
+            out[f"{name}_ci"] = half_width([x.get(name) for x in run.replicates])
+        return out
+
+    def warnings(self) -> list[str]:
+        """What makes these results less sure than they look: one seed, unsettled rankings, a short warm-up."""
+        out: list[str] = []
+        n = len(self.runs[0].seeds) if self.runs else 0
+        if n == 1 and len(self.runs) > 1:
+            out.append("one seed per variant: no confidence intervals, and no ranking is tested "
+                       "(--replications 3 or more)")
+        ranked = sorted((r for r in self.runs if self.relative(r.label) is not None),
+                        key=lambda r: -(self.relative(r.label) or 0.0))
+        if n >= 2:
+            for hi, lo in zip(ranked, ranked[1:]):
+                a = dict(zip(hi.seeds, self.relative_replicates(hi.label)))
+                b = dict(zip(lo.seeds, self.relative_replicates(lo.label)))
+                diffs = [a[sd] - b[sd] for sd in a if sd in b]
+                hw = half_width(diffs)
+                mean = float(np.mean(diffs)) if diffs else 0.0
+                if hw is None or (hw == 0.0 and mean == 0.0):
+                    continue  # identical by construction (e.g. the same pinning written two ways)
+                if abs(mean) <= hw:
+                    out.append(f"{hi.label} ahead of {lo.label} is not settled at {len(diffs)} seeds: "
+                               f"relative throughput differs by {mean:+.3f} ± {hw:.3f} (95 % CI); "
+                               "more seeds (--replications) or a longer run would settle it")
+        for r in self.runs:
+            series = r.timeseries.get("throughput") or []
+            times = r.timeseries.get("time_s") or []
+            d = mser_truncation(series)
+            if not d or not times or times[d - 1] <= r.window_s[0] + 1e-9:
+                continue
+            # MSER ends the transient after the warm-up. It matters when dropping the rest of
+            # it moves the window's mean by more than the window's own 95 % interval.
+            window = [x for t, x in zip(times, series) if t > r.window_s[0] + 1e-9 and x is not None]
+            steady = [x for x in series[d:] if x is not None]
+            hw = half_width(window)
+            if window and steady and hw is not None and abs(np.mean(steady) - np.mean(window)) > hw:
+                out.append(f"{r.label}: throughput is still settling after the warm-up: MSER puts steady "
+                           f"state from {times[d - 1]:g} s, the warm-up ends at {r.window_s[0]:g} s, and the "
+                           f"mean moves by {abs(np.mean(steady) / np.mean(window) - 1):.1%} "
+                           "(a longer --warmup or duration)")
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The results as JSON-ready data (schema ``numasim.result/1``)."""
         runs = []
@@ -80,11 +133,13 @@ class RunResult:
             d = asdict(r)
             d["relative_throughput"] = self.relative(r.label)
             d["spread"] = self.spread(r.label)
+            d.update(self.ci(r.label))
             d["sla"] = self.sla.get(r.label)
             d["window_s"] = list(r.window_s)
             d["events"] = [{"time_s": t, "kind": k, "text": x} for t, k, x in r.events]
             runs.append(d)
-        return {"schema": SCHEMA, "scenario": self.scenario, "baseline": self.baseline, "runs": runs}
+        return {"schema": SCHEMA, "scenario": self.scenario, "baseline": self.baseline, "runs": runs,
+                "warnings": self.warnings()}
 
     def to_frame(self):
         """One row per policy variant (pandas DataFrame)."""
@@ -99,6 +154,7 @@ class RunResult:
                 "relative_throughput": self.relative(r.label),
                 "locality": r.locality,
                 **self.spread(r.label),
+                **self.ci(r.label),
                 "p99_ms": (r.latency or {}).get("p99_ms"),
                 "critical_rate": (self.sla.get(r.label) or {}).get("critical"),
                 "cpu_utilisation": r.cpu_utilisation,

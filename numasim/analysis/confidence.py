@@ -1,0 +1,57 @@
+"""How sure a result is: confidence intervals over seeds, settled rankings, steady state.
+
+- **Confidence intervals.** A figure's 95 % confidence interval over the seeds of a
+  variant is ``mean ± t(0.975, n - 1) · s / sqrt(n)`` (Student's t, ``s`` the sample
+  standard deviation of the per-seed values). Reported as the half-width, in fields
+  ending ``_ci``; ``None`` with one seed.
+- **Rankings.** Every variant gets the same seeds (common random numbers), so two
+  variants are compared seed by seed: the interval of the mean per-seed difference of
+  their relative throughput. When it contains 0, the order of the two is not settled.
+- **Steady state.** MSER (White 1997; MSER-5 with batches of 5 samples when there are
+  at least 50) finds the truncation point that minimises the standard error of the mean
+  of what is left of the throughput time series. When it falls after the warm-up, the
+  measurement window still holds part of the transient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["half_width", "mser_truncation"]
+
+LEVEL = 0.95
+
+
+def half_width(values: Sequence[float | None]) -> float | None:
+    """Half-width of the 95 % confidence interval of the mean of ``values`` (None-free, n >= 2)."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if len(xs) < 2:
+        return None
+    sd = float(np.std(xs, ddof=1))
+    return float(stats.t.ppf(0.5 + LEVEL / 2, len(xs) - 1) * sd / math.sqrt(len(xs)))
+
+
+def mser_truncation(series: Sequence[float]) -> int:
+    """MSER's truncation point: how many leading samples of ``series`` to drop.
+
+    Batches of 5 (MSER-5) when the series has at least 50 samples, single samples
+    otherwise. The point is searched in the first half of the series, as MSER's
+    authors advise (a later minimum is an artefact of the few samples left).
+    """
+    x = np.asarray([v for v in series if v is not None and math.isfinite(v)], dtype=float)
+    batch = 5 if len(x) >= 50 else 1
+    n = len(x) // batch
+    if n < 4:
+        return 0
+    y = x[: n * batch].reshape(n, batch).mean(axis=1)
+    best, best_d = math.inf, 0
+    for d in range(n // 2 + 1):
+        rest = y[d:]
+        value = float(((rest - rest.mean()) ** 2).sum()) / len(rest) ** 2
+        if value < best:
+            best, best_d = value, d
+    return best_d * batch

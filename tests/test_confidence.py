@@ -1,0 +1,76 @@
+"""How sure a result is: confidence intervals, unsettled rankings, a warm-up that ends too early."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import numasim
+from numasim.analysis.confidence import half_width, mser_truncation
+
+from .conftest import small_scenario
+
+
+def test_half_width_is_students_t_interval():
+    # t(0.975, 2) = 4.3027; sd of [1, 2, 3] = 1
+    assert half_width([1.0, 2.0, 3.0]) == pytest.approx(4.3027 / math.sqrt(3), rel=1e-4)
+    assert half_width([5.0]) is None and half_width([]) is None
+    assert half_width([2.0, 2.0, None, 2.0]) == 0.0
+
+
+def test_mser_drops_a_ramp_and_keeps_a_steady_series():
+    rng = np.random.default_rng(1)
+    steady = list(100 + rng.normal(0, 1, 40))
+    assert mser_truncation(steady) <= 4
+    ramp = [0, 10, 30, 60, 90] + steady
+    assert 4 <= mser_truncation(ramp) <= 9
+    long = [0.0] * 20 + list(100 + rng.normal(0, 1, 200))  # MSER-5: batches of 5
+    assert mser_truncation(long) % 5 == 0 and 20 <= mser_truncation(long) <= 30
+
+
+def test_ci_fields_over_seeds_and_none_with_one_seed():
+    data = small_scenario(duration="2s", warmup="1s", replications=3,
+                          policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
+    res = numasim.run(numasim.from_dict(data))
+    doc = res.to_json()
+    run = doc["runs"][1]
+    for name in ("throughput_ci", "relative_throughput_ci", "locality_ci", "p99_ms_ci", "cpu_utilisation_ci"):
+        assert name in run and run[name] is not None and run[name] >= 0
+    thr = [x["throughput"] for x in res.run("numactl").replicates]
+    assert run["throughput_ci"] == pytest.approx(half_width(thr))
+    assert "throughput_ci" in res.to_frame().columns
+    one = numasim.run(numasim.from_dict({**data, "replications": 1}))
+    assert one.to_json()["runs"][1]["throughput_ci"] is None
+    assert any("one seed" in w for w in one.warnings())
+
+
+def test_a_short_warm_up_is_warned_about_and_identical_variants_are_not():
+    # taskset with every CPU allowed is cfs, seed for seed: no ranking to settle.
+    data = small_scenario(duration="4s", warmup="100ms", sample_interval="200ms", replications=3,
+                          policies=[{"label": "cfs", "policy": "cfs"},
+                                    {"label": "all-cpus", "policy": "taskset", "options": {"cpus": ["0-7"]}}])
+    data["workloads"]["java"]["touch_gbps"] = 1.0  # a start-up touch longer than the warm-up
+    res = numasim.run(numasim.from_dict(data))
+    warnings = res.warnings()
+    assert res.relative_replicates("all-cpus") == [1.0, 1.0, 1.0]
+    assert len(warnings) == 2 and all("still settling after the warm-up" in w for w in warnings), warnings
+    assert res.to_json()["warnings"] == warnings
+
+
+def test_a_ranking_inside_the_noise_is_warned_about():
+    pols = [{"label": "cfs", "policy": "cfs"}, {"label": "numab", "policy": "cfs", "options": {"numa_balancing": True}},
+            {"label": "esxi", "policy": "esxi"}]
+    res = numasim.run(numasim.from_dict(small_scenario(duration="3s", warmup="1s", replications=3, policies=pols)))
+    warnings = res.warnings()
+    # At 3 seeds, esxi's 1.03-1.11 and cfs's 0.97-0.99 margin over numab are within the noise.
+    assert any(w.startswith("esxi ahead of cfs is not settled at 3 seeds") for w in warnings), warnings
+    assert any(w.startswith("cfs ahead of numab is not settled") for w in warnings), warnings
+
+
+def test_no_warning_for_a_settled_comparison():
+    data = small_scenario(duration="4s", warmup="2s", replications=3,
+                          policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
+    res = numasim.run(numasim.from_dict(data))
+    assert res.warnings() == []
