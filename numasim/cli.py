@@ -16,9 +16,7 @@ import threading
 import traceback
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from rich.markup import escape
 from rich.text import Text
 
 from . import __version__
@@ -27,7 +25,7 @@ from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, estimate
 from .errors import NumasimError, Problem, ScenarioError
 from .policies.registry import available_policies, broken_policies
 from .analysis.results import RunResult
-from .runner import run, select_variants
+from .runner import run
 from .model.presets import load_preset, machine_preset, preset_names
 from .model.scenario import load
 
@@ -158,16 +156,9 @@ def _cmd_run(args, out: Console, err: Console) -> int:
         if key in seen:
             raise NumasimError(f"{flag} {target}: the same file as {seen[key]}")
         seen[key] = flag
-    sla = scenario.spec.sla is not None and not args.no_sla
-    total = len(select_variants(scenario, args.policy)) * (
-        scenario.spec.replications + (len(scenario.spec.sla.levels) if sla else 0))
-    show = not args.quiet and err.is_terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
-                  TimeElapsedColumn(), console=err, transient=True, disable=not show) as progress:
-        task = progress.add_task(escape(f"simulating {scenario.name}"), total=total)
-        result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
-                     workers=args.workers, with_sla=not args.no_sla, on_done=lambda _l: progress.advance(task),
-                     max_work_s=args.max_work, max_memory_bytes=args.max_memory * 2**30)
+    result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
+                 workers=args.workers, with_sla=not args.no_sla, quiet=args.quiet,
+                 max_work_s=args.max_work, max_memory_bytes=args.max_memory * 2**30)
     out.print(_table(result))
     for r in result.runs:
         for p in r.pods:

@@ -84,8 +84,11 @@ def run_jobs(
     jobs: Iterable[Job],
     workers: int,
     on_result: Callable[[Job, Any], Iterable[Job]],
+    on_start: Callable[[Job], None] | None = None,
 ) -> None:
     """Run ``jobs``; ``on_result(job, result)`` is called as each finishes and returns follow-up jobs.
+
+    ``on_start(job)``, if given, is called as each job is handed to a worker.
 
     With ``workers == 1`` everything runs in this process, in the same order a pool
     of one would use. On an interrupt the pool's workers are killed, not waited for.
@@ -95,6 +98,8 @@ def run_jobs(
     if workers <= 1:
         while queue.pending:
             job = queue.pop()
+            if on_start:
+                on_start(job)
             seconds, out = _timed(job.fn, job.args)
             queue.record(job.group, seconds)
             queue.add(on_result(job, out))
@@ -110,6 +115,8 @@ def run_jobs(
             while queue.pending and len(running) < workers:
                 job = queue.pop()
                 running[pool.submit(_timed, job.fn, job.args)] = job
+                if on_start:
+                    on_start(job)
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             if any(isinstance(f.exception(), TerminatedWorkerError) for f in done):
                 # The pool cannot tell which of the jobs in flight killed its worker: name them all.

@@ -15,6 +15,7 @@ from .model.scenario import Scenario, Variant
 from .analysis.sla import PERCENTILE_KEYS, ladder_variant, score
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, estimate
 from .jobs import Job, run_jobs, worker_count
+from .progress import RunProgress
 from .units import parse_duration
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
@@ -112,6 +113,7 @@ def run(
     workers: int = 0,
     on_done: Callable[[str], None] | None = None,
     with_sla: bool = True,
+    quiet: bool = False,
     max_work_s: float | None = DEFAULT_MAX_WORK_S,
     max_memory_bytes: float | None = MAX_MEMORY_BYTES,
 ) -> RunResult:
@@ -136,6 +138,9 @@ def run(
         Called with a variant's label each time one of its runs finishes.
     with_sla
         Run the scenario's SLA search (``sla:``), if it has one.
+    quiet
+        No progress report (by default one goes to standard error: a live bar on a
+        terminal or in Jupyter, a line per finished variant otherwise).
     max_work_s, max_memory_bytes
         The budget: refuse, before simulating, a run estimated (:mod:`numasim.budget`)
         to take more CPU seconds in all, or more memory per simulation; ``None`` for no limit.
@@ -176,6 +181,7 @@ def run(
     def finished(job: Job, out) -> list[Job]:
         done[job.key] = out
         kind, label, *rest = job.key
+        report.finished(label)
         if on_done:
             on_done(label)
         if kind == "run" and rest[0] == seeds[0]:
@@ -183,7 +189,9 @@ def run(
                         f"variant {label}, SLA level {lv:g}, seed {seeds[0]}") for lv in levels]
         return []
 
-    run_jobs(jobs, worker_count(workers), finished)
+    per_variant = {v.label: len(seeds) + len(levels) for v in variants}
+    with RunProgress(scenario.name, per_variant, quiet=quiet) as report:
+        run_jobs(jobs, worker_count(workers), finished, on_start=lambda job: report.started(job.group))
     runs = [combine([done[("run", v.label, sd)][0] for sd in seeds], seeds) for v in variants]
     sla = {}
     if sla_spec is not None:

@@ -104,3 +104,33 @@ def test_a_worker_that_dies_is_reported_with_its_variant_and_seed():
         numasim.run(scenario, workers=2, with_sla=False)
     # The pool is usable again afterwards.
     assert numasim.run(dataclasses.replace(scenario, variants=scenario.variants[:1]), workers=2).runs
+
+
+def test_progress_prints_a_line_per_finished_variant_when_not_a_terminal(capsys):
+    data = small_scenario(duration="1500ms", warmup="500ms", replications=2,
+                          policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
+    numasim.run(numasim.from_dict(data), workers=1)
+    lines = capsys.readouterr().err.splitlines()
+    # The order depends on which variant the scheduler expects to take longer.
+    assert sorted(line.split(" (")[0] for line in lines) == ["finished cfs", "finished numactl"]
+    assert " (4/4 simulations" in lines[-1]
+    numasim.run(numasim.from_dict(data), workers=1, quiet=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_live_progress_names_the_running_variants_and_counts():
+    import io
+
+    from rich.console import Console
+
+    from numasim.progress import RunProgress
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    with RunProgress("demo", {"a": 2, "b": 1}, console=console) as p:
+        p.started("a")
+        p.started("b")
+        assert p._description() == "demo: a, b"
+        p.finished("a")
+        p.finished("b", ok=False)
+        assert (p.done, p.failed, p.left["a"], p.left["b"]) == (2, 1, 1, 0)
+        assert p._description() == "demo"
