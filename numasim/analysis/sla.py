@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 import numpy as np
+from scipy.optimize import isotonic_regression
+from scipy.stats import gmean
 
 from .metrics import Metrics
 from ..model.scenario import Scenario, SlaSpec, Variant
@@ -50,22 +52,15 @@ def ladder_variant(scenario: Scenario, variant: Variant, saturated: Metrics, lev
 
 
 def _monotone(values: list[float]) -> list[float]:
-    """The closest non-decreasing sequence (pool-adjacent-violators, equal weights).
+    """The closest non-decreasing sequence (isotonic regression, equal weights).
 
     A tail percentile measured in a finite window is noisy (a garbage-collection
     pause more or less moves a p99); response time cannot really fall as the
     injection rate rises, so the curve is made monotone before it is searched.
     """
-    blocks: list[list[float]] = []
-    for v in values:
-        blocks.append([v, 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (m1, n1), (m2, n2) = blocks[-2], blocks[-1]
-            blocks[-2:] = [[(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2]]
-    out: list[float] = []
-    for mean, n in blocks:
-        out += [mean] * int(n)
-    return out
+    if not values:
+        return []
+    return [float(x) for x in isotonic_regression(values, increasing=True).x]
 
 
 def score(curve: list[tuple[float, float | None]], targets_ms: list[float]) -> dict:
@@ -77,6 +72,8 @@ def score(curve: list[tuple[float, float | None]], targets_ms: list[float]) -> d
     raw = [(r, p) for r, p in sorted(curve) if p is not None]
     pts = list(zip([r for r, _ in raw], _monotone([p for _, p in raw])))
     best: dict[str, float | None] = {}
+    # Not np.interp: the monotone curve has flat runs where pooling averaged points,
+    # and the highest rate at or under a target on a flat run is its last point.
     for target in targets_ms:
         value = None
         for i, (rate, p) in enumerate(pts):
@@ -89,5 +86,5 @@ def score(curve: list[tuple[float, float | None]], targets_ms: list[float]) -> d
             break
         best[f"{target:g}"] = value
     met = [v for v in best.values() if v is not None and v > 0]
-    critical = float(np.exp(np.mean(np.log(met)))) if met else None
+    critical = float(gmean(met)) if met else None
     return {"max_rate": best, "critical": critical, "targets_met": len(met)}
