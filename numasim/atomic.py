@@ -1,8 +1,8 @@
 """Output files: checked before any work starts, then written whole, all together, or not at all.
 
 Each file goes to a temporary file in its own folder first; only when every one of them
-is written are they renamed over their targets, so a failure leaves every target as it
-was and no temporary file behind.
+is written are they renamed over their targets, so a failure while writing leaves every
+target as it was and no temporary file behind.
 """
 
 from __future__ import annotations
@@ -60,8 +60,12 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
 
 
 def write_all(files: list[tuple[str | os.PathLike[str], str, str]]) -> None:
-    """Write each ``(target, text, name)`` whole; all of them or none.
+    """Write each ``(target, text, name)`` whole, and none unless all can be written.
 
+    Every file is written to its temporary file first; only then are they renamed over
+    their targets, one after another. A failure while writing leaves every target as it
+    was; the renames themselves are the only step that can fail between two files (a
+    rename within one folder fails only on a concurrent change to that folder).
     Temporary files get the umask's permissions (not ``mkstemp``'s private 0600):
     results and reports are made to be shared.
     """
@@ -70,7 +74,8 @@ def write_all(files: list[tuple[str | os.PathLike[str], str, str]]) -> None:
         for target, text, name in files:
             target = Path(target)
             folder = target.parent if str(target.parent) else Path(".")
-            tmp = folder / f".{target.name[:200]}.{secrets.token_hex(6)}.tmp"
+            stem = os.fsencode(target.name)[:200].decode("utf-8", errors="ignore")  # bytes, not characters
+            tmp = folder / f".{stem}.{secrets.token_hex(6)}.tmp"
             try:
                 fh = open(tmp, "x", encoding="utf-8", newline="")
             except OSError as exc:

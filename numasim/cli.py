@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
     r.add_argument("--duration", help="simulated time, e.g. 30s (default: the scenario's)")
     r.add_argument("--warmup", help="time before the measurement window, e.g. 10s (default: the scenario's)")
-    r.add_argument("--replications", metavar="N", help="seeds per variant (default: the scenario's)")
+    r.add_argument("--replications", type=int, metavar="N", help="seeds per variant (default: the scenario's)")
     r.add_argument("--json", metavar="FILE", help="write the results as JSON (schema numasim.result/1)")
     r.add_argument("--report", metavar="FILE", help="write an HTML report: one self-contained page of plotly figures "
                    "(summary, per pod, per-CPU timeline, memory per node, over time, request latency); works offline")
@@ -135,12 +135,7 @@ def _pods_csv(result: RunResult) -> str:
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
-    sets = list(args.set)
-    if args.warmup is not None:
-        sets.append(f"warmup={args.warmup}")
-    if args.replications is not None:
-        sets.append(f"replications={args.replications}")
-    scenario = load(args.scenario, sets)
+    scenario = load(args.scenario, args.set)
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
     for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):
@@ -152,11 +147,12 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     seen: dict[str, str] = {}
     for flag, target in outputs:
         path = check_target(target, f"{flag} {target}", (args.scenario,))
-        key = os.path.abspath(path)
+        key = os.path.join(os.path.realpath(path.parent if str(path.parent) else "."), path.name)
         if key in seen:
             raise NumasimError(f"{flag} {target}: the same file as {seen[key]}")
         seen[key] = flag
-    result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration,
+    result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration, warmup=args.warmup,
+                 replications=args.replications,
                  workers=args.workers, with_sla=not args.no_sla, quiet=args.quiet,
                  max_work_s=args.max_work, max_memory_bytes=args.max_memory * 2**30)
     out.print(_table(result))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -54,30 +55,40 @@ def _timed(fn: Callable[..., Any], args: tuple) -> tuple[float, Any]:
 
 
 class _Queue:
-    """Jobs waiting for a worker, handed out longest-expected first."""
+    """Jobs waiting for a worker, handed out longest-expected first.
+
+    Jobs wait in one queue per group, in submission order, and each group keeps the
+    total and count of its finished jobs' times, so choosing the next job costs one
+    pass over the groups, not over the jobs.
+    """
 
     def __init__(self) -> None:
-        self.pending: list[Job] = []
-        self.spent: dict[str, list[float]] = {}
+        self.groups: dict[str, deque[Job]] = {}
+        self.spent: dict[str, list[float]] = {}  # group -> [total seconds, finished jobs]
         self._n = 0
 
     def add(self, jobs: Iterable[Job]) -> None:
         for job in jobs:
             job.order = self._n
             self._n += 1
-            self.pending.append(job)
+            self.groups.setdefault(job.group, deque()).append(job)
+
+    def __bool__(self) -> bool:
+        return any(self.groups.values())
 
     def record(self, group: str, seconds: float) -> None:
-        self.spent.setdefault(group, []).append(seconds)
+        tally = self.spent.setdefault(group, [0.0, 0])
+        tally[0] += seconds
+        tally[1] += 1
 
-    def _expected(self, job: Job) -> float:
-        seen = self.spent.get(job.group)
-        return math.inf if not seen else sum(seen) / len(seen)
+    def _expected(self, group: str) -> float:
+        tally = self.spent.get(group)
+        return math.inf if not tally else tally[0] / tally[1]
 
     def pop(self) -> Job:
-        best = max(self.pending, key=lambda j: (self._expected(j), -j.order))
-        self.pending.remove(best)
-        return best
+        """The oldest job of the group expected to take longest (an unseen group counts as longest)."""
+        group = max((g for g, q in self.groups.items() if q), key=lambda g: (self._expected(g), -self.groups[g][0].order))
+        return self.groups[group].popleft()
 
 
 def run_jobs(
@@ -96,7 +107,7 @@ def run_jobs(
     queue = _Queue()
     queue.add(jobs)
     if workers <= 1:
-        while queue.pending:
+        while queue:
             job = queue.pop()
             if on_start:
                 on_start(job)
@@ -111,8 +122,8 @@ def run_jobs(
     pool = get_reusable_executor(max_workers=workers)
     running: dict[Future, Job] = {}
     try:
-        while queue.pending or running:
-            while queue.pending and len(running) < workers:
+        while queue or running:
+            while queue and len(running) < workers:
                 job = queue.pop()
                 running[pool.submit(_timed, job.fn, job.args)] = job
                 if on_start:

@@ -1,7 +1,8 @@
 """Progress of a run, on the error stream: a live bar on a terminal, plain lines otherwise.
 
 On a terminal (or in Jupyter) a rich progress bar shows the scenario, the variants
-being simulated, simulations done / total, failures, elapsed time and the time left.
+being simulated, simulations done / total, elapsed time and the time left. (There is no
+count of failed simulations: the first failure stops the run with its error.)
 When the stream is a file or a pipe, one plain line is printed per finished variant
 (all its seeds and SLA rungs), so a log shows what finished and when.
 """
@@ -42,7 +43,6 @@ class RunProgress:
         self.quiet = quiet
         self.console = console or Console(stderr=True)
         self.live = not quiet and (self.console.is_terminal or self.console.is_jupyter)
-        self.failed = 0
         self.done = 0
         self.running: Counter[str] = Counter()
         self._start = time.perf_counter()
@@ -52,12 +52,11 @@ class RunProgress:
     def __enter__(self) -> "RunProgress":
         if self.live:
             self._bar = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]}"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                 console=self.console, transient=True,
             )
             self._bar.__enter__()
-            self._task = self._bar.add_task(self._description(), total=self.total, failed="")
+            self._task = self._bar.add_task(self._description(), total=self.total)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,14 +72,12 @@ class RunProgress:
         if self._bar is not None:
             self._bar.update(self._task, description=self._description())
 
-    def finished(self, label: str, ok: bool = True) -> None:
+    def finished(self, label: str) -> None:
         self.running[label] -= 1
         self.done += 1
-        self.failed += not ok
         self.left[label] -= 1
         if self._bar is not None:
-            self._bar.update(self._task, advance=1, description=self._description(),
-                             failed=f"[red]{self.failed} failed[/red]" if self.failed else "")
+            self._bar.update(self._task, advance=1, description=self._description())
         elif not self.quiet and self.left[label] == 0:
             elapsed = time.perf_counter() - self._start
             self.console.print(Text(f"finished {label} ({self.done}/{self.total} simulations, {elapsed:.1f} s)"),

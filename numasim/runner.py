@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -19,6 +20,8 @@ from .progress import RunProgress
 from .units import parse_duration
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
+
+MAX_WORKERS = 512  # worker processes; more than any machine numasim runs on has cores
 
 
 def build_pods(scenario: Scenario, variant: Variant | None = None) -> list[PodInstance]:
@@ -110,6 +113,8 @@ def run(
     policies: list[str] | None = None,
     seed: int | None = None,
     duration: str | int | None = None,
+    warmup: str | int | None = None,
+    replications: int | None = None,
     workers: int = 0,
     on_done: Callable[[str], None] | None = None,
     with_sla: bool = True,
@@ -128,8 +133,10 @@ def run(
         always run too, so that relative throughput is defined.
     seed
         Overrides the scenario's seed.
-    duration
-        Overrides the simulated duration (``"30s"`` or nanoseconds).
+    duration, warmup
+        Override the simulated duration and the warm-up (``"30s"`` or nanoseconds).
+    replications
+        Overrides the number of seeds per variant.
     workers
         Processes to run the simulations in: ``0`` (the default) means one per CPU,
         ``1`` runs them in this process. The results are the same, byte for byte,
@@ -147,15 +154,28 @@ def run(
     """
     variants = select_variants(scenario, policies)
     dur_ns = None
+    if replications is not None:
+        if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= 1000:
+            raise ScenarioError(Problem("--replications", f"must be a whole number from 1 to 1000, got {replications!r}"))
+        scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"replications": replications}))
+    if warmup is not None:
+        try:
+            warm_ns = parse_duration(warmup) if not isinstance(warmup, int) else warmup
+        except ValueError as exc:
+            raise ScenarioError(Problem("--warmup", str(exc))) from None
+        if warm_ns < 0:
+            raise ScenarioError(Problem("--warmup", f"must not be negative, got {warm_ns / 1e9:g}s"))
+        scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"warmup": warm_ns}))
     if duration is not None:
         try:
             dur_ns = parse_duration(duration) if not isinstance(duration, int) else duration
         except ValueError as exc:
             raise ScenarioError(Problem("--duration", str(exc))) from None
-        if dur_ns <= scenario.spec.warmup:
-            raise ScenarioError(Problem(
-                "--duration", f"must be longer than the warm-up ({scenario.spec.warmup / 1e9:g}s), got {dur_ns / 1e9:g}s"
-            ))
+    end, warm = (dur_ns if dur_ns is not None else scenario.spec.duration), scenario.spec.warmup
+    if end <= warm:
+        if duration is not None:
+            raise ScenarioError(Problem("--duration", f"must be longer than the warm-up ({warm / 1e9:g}s), got {end / 1e9:g}s"))
+        raise ScenarioError(Problem("--warmup", f"must be shorter than the duration ({end / 1e9:g}s), got {warm / 1e9:g}s"))
     est = estimate(scenario, variants, dur_ns, with_sla)
     if max_work_s is not None and est.cpu_seconds > max_work_s:
         raise ScenarioError(Problem("--max-work", (
@@ -167,8 +187,8 @@ def run(
             f"one simulation is estimated to need {est.run_memory_bytes / 2**30:,.1f} GiB, over the limit of "
             f"{max_memory_bytes / 2**30:g} GiB; use a longer sample_interval or less pod memory, "
             "or raise the limit with --max-memory GiB")), source=scenario.source)
-    if workers < 0:
-        raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) or more, got {workers}"))
+    if not 0 <= workers <= MAX_WORKERS:
+        raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {workers}"))
     base_seed = scenario.spec.seed if seed is None else seed
     seeds = [base_seed + k for k in range(scenario.spec.replications)]
     sla_spec = scenario.spec.sla if with_sla else None
@@ -190,8 +210,10 @@ def run(
         return []
 
     per_variant = {v.label: len(seeds) + len(levels) for v in variants}
+    # No more processes than simulations: a pool starts all its workers up front.
+    n_workers = min(worker_count(workers), len(jobs) + len(levels) * len(variants))
     with RunProgress(scenario.name, per_variant, quiet=quiet) as report:
-        run_jobs(jobs, worker_count(workers), finished, on_start=lambda job: report.started(job.group))
+        run_jobs(jobs, n_workers, finished, on_start=lambda job: report.started(job.group))
     runs = [combine([done[("run", v.label, sd)][0] for sd in seeds], seeds) for v in variants]
     sla = {}
     if sla_spec is not None:

@@ -38,7 +38,7 @@ BASE_TEXT = yaml.safe_dump(BASE, sort_keys=False)
     ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n" + BASE_TEXT, [f"more than {MAX_NODES:,} values"]),
-    ("x: &x [*x]\n" + BASE_TEXT, []),  # a recursive alias: refused one way or another, no hang
+    (BASE_TEXT.replace("seed: 1", "seed: &x [*x]"), ["an alias refers to a node that contains it"]),
 ])
 def test_yaml_that_would_exhaust_time_or_memory_is_refused(tmp_path, capsys, text, words):
     path = write(tmp_path, text)
@@ -430,3 +430,78 @@ def test_matrices_sla_and_physical_bounds(tmp_path, capsys, sets, where, words):
     for s in sets:
         argv += ["--set", s]
     expect_error(capsys, argv, str(p), where, *words)
+
+
+def test_merge_keys_still_work(tmp_path, capsys):
+    text = BASE_TEXT.replace("policies:\n", "policies:\n- &base {label: base, policy: cfs}\n- {<<: *base, label: other}\n")
+    text = text.replace("baseline: cfs", "baseline: base")
+    p = write(tmp_path, text)
+    assert main(["validate", str(p)]) == 0, capsys.readouterr().err
+
+
+def test_warmup_is_checked_against_the_duration_of_the_run(tmp_path, capsys):
+    p = scenario(tmp_path)  # duration 2s, warm-up 1s
+    assert main(["run", str(p), "--quiet", "--workers", "1", "--no-sla", "--warmup", "3s", "--duration", "4s"]) == 0
+    capsys.readouterr()
+    expect_error(capsys, ["run", p, "--quiet", "--warmup", "3s"], "--warmup", None, "shorter than the duration (2s)")
+    expect_error(capsys, ["run", p, "--quiet", "--replications", "0"], "--replications", None, "1 to 1000")
+
+
+def test_the_same_file_through_a_symlinked_folder_is_caught(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "out")
+    p = scenario(tmp_path)
+    expect_error(capsys, ["run", p, "--quiet", "--json", tmp_path / "out" / "r.json", "--csv", tmp_path / "alias" / "r.json"],
+                 f"--csv {tmp_path / 'alias' / 'r.json'}", None, "same file as --json")
+
+
+def test_a_long_multibyte_name_that_passes_the_check_is_written(tmp_path, capsys):
+    out = tmp_path / ("é" * 125 + ".json")  # 250 bytes: within the 255-byte limit
+    p = scenario(tmp_path, policies=[{"label": "cfs", "policy": "cfs"}])
+    assert main(["run", str(p), "--quiet", "--workers", "1", "--json", str(out)]) == 0, capsys.readouterr().err
+    assert out.exists()
+
+
+def test_deep_set_paths_are_refused(tmp_path, capsys):
+    p = scenario(tmp_path)
+    expect_error(capsys, ["validate", p, "--set", "policies.0.set." + ".".join(["a"] * 3000) + "=1"], "--set", None,
+                 "more than 64 fields deep")
+
+
+class _BadDecisions(_Base):
+    """Returns, at its first tick, the decision in ``kind``."""
+
+    kind = ""
+
+    def next_tick(self, now):
+        return 1_000_000 if now < 1_000_000 else None
+
+    def tick(self, sim):
+        from numasim.policies.api import Charge, MemPolicy, SetAffinity, SetMemPolicy
+
+        return [{"affinity-big": SetAffinity((10**6,), frozenset({0})),
+                 "affinity-negative": SetAffinity((-1,), frozenset({0})),
+                 "affinity-text": SetAffinity((0,), frozenset({"0"})),
+                 "mempolicy-pod": SetMemPolicy(99, MemPolicy()),
+                 "charge-float": Charge(1.5, 10.0),
+                 "charge-nan": Charge(0, float("nan"))}[self.kind]]
+
+
+for _kind in ("affinity-big", "affinity-negative", "affinity-text", "mempolicy-pod", "charge-float", "charge-nan"):
+    register(type(f"_Bad_{_kind}", (_BadDecisions,), {"name": f"test-{_kind}", "kind": _kind}))
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("affinity-big", ["thread 1000000 does not exist"]),
+    ("affinity-negative", ["thread -1 does not exist"]),
+    ("affinity-text", ["integer CPU ids"]),
+    ("mempolicy-pod", ["pod 99 does not exist"]),
+    ("charge-float", ["thread must be an integer id"]),
+    ("charge-nan", ["finite number"]),
+])
+def test_every_kind_of_decision_is_checked(tmp_path, capsys, kind, words):
+    p = _plugin_scenario(tmp_path, f"test-{kind}")
+    rc = main(["run", str(p), "--quiet", "--workers", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and err.startswith(f"error: policy 'test-{kind}' at t="), err
+    assert all(w in err for w in words), err

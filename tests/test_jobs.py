@@ -131,6 +131,6 @@ def test_the_live_progress_names_the_running_variants_and_counts():
         p.started("b")
         assert p._description() == "demo: a, b"
         p.finished("a")
-        p.finished("b", ok=False)
-        assert (p.done, p.failed, p.left["a"], p.left["b"]) == (2, 1, 1, 0)
+        p.finished("b")
+        assert (p.done, p.left["a"], p.left["b"]) == (2, 1, 0)
         assert p._description() == "demo"

@@ -23,6 +23,7 @@ from ..policies.api import Policy, PolicyOptions
 from ..policies.registry import get_policy
 from ..units import parse_duration
 from .machine import Machine, MachineSpec
+from .yamlfile import MAX_DEPTH
 from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
 from .workload import PodSpec, WorkloadProfile
 
@@ -267,6 +268,9 @@ def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
     parts = [p for p in path.strip().split(".") if p]
     if not parts:
         raise ScenarioError(Problem("", f"override {path!r} has an empty path"), source=source)
+    if len(parts) > MAX_DEPTH:
+        raise ScenarioError(Problem("", f"override path {path[:60]!r}... is more than {MAX_DEPTH} fields deep"),
+                            source=source)
     if parts[0] == "machine" and len(parts) > 1 and isinstance(data.get("machine"), str):
         data["machine"] = {"preset": data["machine"]}
     node: Any = data

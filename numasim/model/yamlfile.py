@@ -42,6 +42,8 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
         seen: set = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # '<<: *anchor' merges; explicit keys may override merged ones
             key = self.construct_object(key_node, deep=True)
             try:
                 dup = key in seen
@@ -60,16 +62,19 @@ def _check_size(root: Node) -> None:
     and a document of millions of values by aliases is refused in time linear in its text.
     """
     measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values it expands to, levels below it)
+    open_nodes: set[int] = set()  # the nodes being measured: the path from the root
 
     def measure(node: Node, depth: int) -> tuple[int, int]:
         if depth > MAX_DEPTH:
             raise _Refused(node, f"nested more than {MAX_DEPTH} levels deep")
+        if id(node) in open_nodes:
+            raise _Refused(node, "an alias refers to a node that contains it (an endless value)")
         known = measured.get(id(node))
         if known is not None:
             if depth + known[1] > MAX_DEPTH:
                 raise _Refused(node, f"nested more than {MAX_DEPTH} levels deep")
             return known
-        measured[id(node)] = (1, 0)  # a node that contains itself (a recursive alias) counts once
+        open_nodes.add(id(node))
         children: list[Node] = []
         if isinstance(node, SequenceNode):
             children = list(node.value)
@@ -82,6 +87,7 @@ def _check_size(root: Node) -> None:
             height = max(height, h + 1)
             if total > MAX_NODES:
                 raise _Refused(node, f"expands to more than {MAX_NODES:,} values (aliases repeated inside anchors?)")
+        open_nodes.discard(id(node))
         measured[id(node)] = (total, height)
         return total, height
 

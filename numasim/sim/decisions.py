@@ -7,6 +7,9 @@ methods share (see docs/architecture.md).
 from __future__ import annotations
 
 
+import math
+import numbers
+
 import numpy as np
 
 from ..errors import PolicyError
@@ -32,9 +35,18 @@ class Decisions:
                               f"{what} must be an integer id, got {str(value)[:50]!r} ({type(value).__name__})")
         return out
 
+    def _index(self, value: object, n: int, what: str, decision: object) -> int:
+        """An id checked to be an integer in ``range(n)`` (a negative one would index from the end)."""
+        out = self._id(value, what, decision)
+        if not 0 <= out < n:
+            raise PolicyError(self.policy.name, self.now, decision, f"{what} {out} does not exist (0-{n - 1})")
+        return out
+
     def _check_cpus(self, cpus: frozenset[int] | None, decision: object) -> None:
         if cpus is None:
             return
+        if not isinstance(cpus, (frozenset, set)) or any(_int(c) is None for c in cpus):
+            raise PolicyError(self.policy.name, self.now, decision, "CPU set must be a set of integer CPU ids")
         if not cpus or min(cpus) < 0 or max(cpus) >= self.machine.n_cpus:
             raise PolicyError(self.policy.name, self.now, decision,
                               f"CPU set must be non-empty and within 0-{self.machine.n_cpus - 1}")
@@ -58,21 +70,23 @@ class Decisions:
         if isinstance(d, Move):
             tid = self._id(d.tid, "the thread", d)
             cpu = self._id(d.cpu, "the CPU", d)
-            if d.numa and 0 <= tid < len(self.t_cpu) and self.t_active[tid] and self.t_cpu[tid] != d.cpu:
+            if d.numa and 0 <= tid < len(self.t_cpu) and self.t_active[tid] and self.t_cpu[tid] != cpu:
                 self.c_numa_moves[tid] += 1
             self._move(tid, cpu, d)
         elif isinstance(d, MoveChunks):
             self._move_chunks(d)
         elif isinstance(d, Charge):
-            if not 0 <= d.tid < len(self.t_cpu) or d.ns < 0:
-                raise PolicyError(self.policy.name, self.now, d, "bad thread or negative time")
-            self._integrate((d.tid,))
-            self.t_debt[d.tid] += d.ns
-            self.c_faults[d.tid] += d.faults
-            self.c_kernel_ns[d.tid] += d.ns
+            tid = self._index(d.tid, len(self.t_cpu), "thread", d)
+            if (not isinstance(d.ns, numbers.Real) or isinstance(d.ns, bool) or not 0 <= d.ns < math.inf
+                    or _int(d.faults) is None or d.faults < 0):
+                raise PolicyError(self.policy.name, self.now, d, "time must be a finite number >= 0, faults an integer >= 0")
+            self._integrate((tid,))
+            self.t_debt[tid] += d.ns
+            self.c_faults[tid] += int(d.faults)
+            self.c_kernel_ns[tid] += d.ns
         elif isinstance(d, SetAffinity):
             self._check_cpus(d.cpus, d)
-            for tid in d.tids:
+            for tid in [self._index(t, len(self.t_cpu), "thread", d) for t in d.tids]:
                 self.t_affinity[tid] = d.cpus
                 self.affinity_log.append((self.now, tid, d.cpus))
                 if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
@@ -82,8 +96,9 @@ class Decisions:
                 raise PolicyError(self.policy.name, self.now, d, "bad node, rate or size")
             self._start_flow(d)
         elif isinstance(d, SetMemPolicy):
+            pod = self._index(d.pod, len(self.pods), "pod", d)
             self._check_mempolicy(d.mempolicy, d)
-            self.pods[d.pod].mempolicy = d.mempolicy
+            self.pods[pod].mempolicy = d.mempolicy
         else:
             raise PolicyError(self.policy.name, self.now, d, "unknown decision type")
 
