@@ -91,6 +91,25 @@ def parse_size(value: object) -> int:
     return int(round(nbytes))
 
 
+CPU_HELP = "a number of CPUs, e.g. 2, 0.5 or '500m' (Kubernetes millicores)"
+_CPU = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(m?)\s*$")
+
+
+def parse_cpu(value: object) -> object:
+    """Parse a CPU quantity as Kubernetes writes it (``2``, ``"1.5"``, ``"500m"``) into CPUs.
+
+    Numbers pass through unchanged (the field's own bounds check them); a string with
+    the ``m`` suffix is in thousandths of a CPU.
+    """
+    if isinstance(value, str):
+        _check_sign(value, "CPU quantity", CPU_HELP)
+        m = _CPU.match(value) if len(value) <= 40 else None
+        if not m:
+            raise ValueError(f"expected {CPU_HELP}, got {value[:40]!r}")
+        return float(m.group(1)) / (1000.0 if m.group(2) else 1.0)
+    return value
+
+
 def _check_sign(value: str, what: str, help_text: str) -> None:
     """Reject ``'-4GB'`` with a message that says why, not just that it did not parse."""
     if value.strip().startswith("-"):

@@ -36,3 +36,12 @@ def test_parse_duration_rejects(bad):
 @given(st.integers(min_value=1, max_value=10**13))
 def test_duration_round_trip(ns):
     assert parse_duration(format_duration(ns)) == pytest.approx(ns, rel=1e-6, abs=1)
+
+
+def test_cpu_quantities_as_kubernetes_writes_them():
+    from numasim.units import parse_cpu
+
+    assert parse_cpu("500m") == 0.5 and parse_cpu("1.5") == 1.5 and parse_cpu(" 2 ") == 2.0 and parse_cpu(3) == 3
+    for bad in ("5x", "-500m", "1e3m", "m", ""):
+        with pytest.raises(ValueError):
+            parse_cpu(bad)

@@ -14,11 +14,12 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 from .spec import Spec, Text
 
-from ..units import parse_duration, parse_size
+from ..units import parse_cpu, parse_duration, parse_size
 
 __all__ = ["WorkloadProfile", "RequestSpec", "PodSpec", "Resources"]
 
 Size = Annotated[int, BeforeValidator(parse_size)]
+Cpu = Annotated[float, BeforeValidator(parse_cpu)]
 Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
@@ -94,7 +95,7 @@ class Resources(Spec):
     """CPU and memory amounts, Kubernetes-style (used by requests)."""
 
 
-    cpu: float | None = Field(default=None, ge=0.001, le=65_536, description="CPUs")
+    cpu: Cpu | None = Field(default=None, ge=0.001, le=65_536, description="CPUs: 2, 0.5 or '500m'")
     memory: Size | None = Field(default=None, gt=0, description="memory, e.g. 4Gi")
 
 
@@ -105,7 +106,7 @@ class PodSpec(Spec):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="pod name; replicas are NAME-0, NAME-1, ...")
     replicas: int = Field(default=1, ge=1, le=10_000, description="identical pods")
     threads: int = Field(ge=1, le=4096, description="busy threads (JVM workers, vCPUs in use)")
-    cpu_limit: float | None = Field(default=None, ge=0.001, le=65_536, description="CPUs; defaults to threads")
+    cpu_limit: Cpu | None = Field(default=None, ge=0.001, le=65_536, description="CPUs (2, 0.5 or '500m'); defaults to threads")
     memory: Size = Field(gt=0, le=2**50, description="memory the pod touches, e.g. '42GB'")
     profile: str = Field(min_length=1, description="a workload preset name or a key of the scenario's workloads")
     start: Duration = Field(default=0, ge=0, description="arrival time of the first replica")
