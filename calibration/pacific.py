@@ -3,7 +3,8 @@
 Two published numbers are used as calibration targets, and only these two:
 
 1. ``llc_misses_per_op`` of the ``java-transactions`` workload, fitted so that
-   numactl pinning gives 1.17x the throughput of default CFS (pacific.md);
+   numactl pinning gives 1.17x the throughput of default CFS (VMware Performance
+   blog, October 2019: https://blogs.vmware.com/performance/2019/10/how-does-project-pacific-deliver-8-better-performance-than-bare-metal.html);
 2. ``memory_overhead`` of the ``esxi`` policy (extra DRAM-miss time under
    nested paging), fitted so that ESXi gives 1.08x CFS, with ``cpu_overhead``
    held at the literature value in presets/policies/esxi.yaml.
