@@ -92,7 +92,7 @@ def parse_size(value: object) -> int:
 
 
 CPU_HELP = "a number of CPUs, e.g. 2, 0.5 or '500m' (Kubernetes millicores)"
-_CPU = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(m?)\s*$")
+_CPU = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(m?)\s*$")
 
 
 def parse_cpu(value: object) -> object:

@@ -42,6 +42,7 @@ def test_cpu_quantities_as_kubernetes_writes_them():
     from numasim.units import parse_cpu
 
     assert parse_cpu("500m") == 0.5 and parse_cpu("1.5") == 1.5 and parse_cpu(" 2 ") == 2.0 and parse_cpu(3) == 3
-    for bad in ("5x", "-500m", "1e3m", "m", ""):
+    assert parse_cpu("1e3m") == 1.0 and parse_cpu("2e0") == 2.0  # YAML reads 1e3 without a dot as text
+    for bad in ("5x", "-500m", "mm", "m", ""):
         with pytest.raises(ValueError):
             parse_cpu(bad)
