@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import Problem, ScenarioError
 from .model.scenario import Scenario, Variant
 from .policies.api import CHUNK
 
-__all__ = ["Estimate", "estimate", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
+__all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
 EVENTS_PER_THREAD_S = 100.0
 EVENTS_PER_CPU_S = 250.0  # a balancer tick per CPU every 4 ms, counted as an event
@@ -72,3 +73,16 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
         memory = max(memory, n_samples * row * 8.0 + chunks * 24.0)
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT, run_memory_bytes=memory)
+
+
+def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str) -> None:
+    """Refuse a run over its budget, with the estimate and the flag that lifts the limit (None: no limit)."""
+    if max_work_s is not None and est.cpu_seconds > max_work_s:
+        raise ScenarioError(Problem("--max-work", (
+            f"this run is estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; "
+            "shorten duration, lower replications or pods, or raise the budget with --max-work SECONDS")), source=source)
+    if max_memory_bytes is not None and est.run_memory_bytes > max_memory_bytes:
+        raise ScenarioError(Problem("--max-memory", (
+            f"one simulation is estimated to need {est.run_memory_bytes / 2**30:,.1f} GiB, over the limit of "
+            f"{max_memory_bytes / 2**30:g} GiB; use a longer sample_interval or less pod memory, "
+            "or raise the limit with --max-memory GiB")), source=source)

@@ -14,7 +14,7 @@ from .analysis.metrics import Metrics, combine, summarize
 from .analysis.results import RunResult
 from .model.scenario import Scenario, Variant
 from .analysis.sla import PERCENTILE_KEYS, ladder_variant, score
-from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, estimate
+from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, estimate
 from .jobs import Job, run_jobs, worker_count
 from .progress import RunProgress
 from .units import parse_duration
@@ -153,40 +153,8 @@ def run(
         to take more CPU seconds in all, or more memory per simulation; ``None`` for no limit.
     """
     variants = select_variants(scenario, policies)
-    dur_ns = None
-    if replications is not None:
-        if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= 1000:
-            raise ScenarioError(Problem("--replications", f"must be a whole number from 1 to 1000, got {replications!r}"))
-        scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"replications": replications}))
-    if warmup is not None:
-        try:
-            warm_ns = parse_duration(warmup) if not isinstance(warmup, int) else warmup
-        except ValueError as exc:
-            raise ScenarioError(Problem("--warmup", str(exc))) from None
-        if warm_ns < 0:
-            raise ScenarioError(Problem("--warmup", f"must not be negative, got {warm_ns / 1e9:g}s"))
-        scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"warmup": warm_ns}))
-    if duration is not None:
-        try:
-            dur_ns = parse_duration(duration) if not isinstance(duration, int) else duration
-        except ValueError as exc:
-            raise ScenarioError(Problem("--duration", str(exc))) from None
-    end, warm = (dur_ns if dur_ns is not None else scenario.spec.duration), scenario.spec.warmup
-    if end <= warm:
-        if duration is not None:
-            raise ScenarioError(Problem("--duration", f"must be longer than the warm-up ({warm / 1e9:g}s), got {end / 1e9:g}s"))
-        raise ScenarioError(Problem("--warmup", f"must be shorter than the duration ({end / 1e9:g}s), got {warm / 1e9:g}s"))
-    est = estimate(scenario, variants, dur_ns, with_sla)
-    if max_work_s is not None and est.cpu_seconds > max_work_s:
-        raise ScenarioError(Problem("--max-work", (
-            f"this run is estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; "
-            "shorten duration, lower replications or pods, or raise the budget with --max-work SECONDS")),
-            source=scenario.source)
-    if max_memory_bytes is not None and est.run_memory_bytes > max_memory_bytes:
-        raise ScenarioError(Problem("--max-memory", (
-            f"one simulation is estimated to need {est.run_memory_bytes / 2**30:,.1f} GiB, over the limit of "
-            f"{max_memory_bytes / 2**30:g} GiB; use a longer sample_interval or less pod memory, "
-            "or raise the limit with --max-memory GiB")), source=scenario.source)
+    scenario, dur_ns = _run_options(scenario, duration, warmup, replications)
+    check_budget(estimate(scenario, variants, dur_ns, with_sla), max_work_s, max_memory_bytes, scenario.source)
     if not 0 <= workers <= MAX_WORKERS:
         raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {workers}"))
     base_seed = scenario.spec.seed if seed is None else seed
@@ -237,6 +205,35 @@ def run(
         traces={v.label: done[("run", v.label, seeds[0])][1] for v in variants},
         sla=sla,
     )
+
+
+def _duration_ns(value: str | int, flag: str) -> int:
+    if isinstance(value, bool):
+        raise ScenarioError(Problem(flag, f"expected a duration such as '30s', got {value!r}"))
+    try:
+        return parse_duration(value) if not isinstance(value, int) else value
+    except ValueError as exc:
+        raise ScenarioError(Problem(flag, str(exc))) from None
+
+
+def _run_options(scenario: Scenario, duration, warmup, replications) -> tuple[Scenario, int | None]:
+    """The scenario with ``--warmup`` and ``--replications`` applied, and ``--duration`` in ns (None: the scenario's)."""
+    if replications is not None:
+        if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= 1000:
+            raise ScenarioError(Problem("--replications", f"must be a whole number from 1 to 1000, got {replications!r}"))
+        scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"replications": replications}))
+    if warmup is not None:
+        warm_ns = _duration_ns(warmup, "--warmup")
+        if warm_ns < 0:
+            raise ScenarioError(Problem("--warmup", f"must not be negative, got {warm_ns / 1e9:g}s"))
+        scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"warmup": warm_ns}))
+    dur_ns = _duration_ns(duration, "--duration") if duration is not None else None
+    end, warm = (dur_ns if dur_ns is not None else scenario.spec.duration), scenario.spec.warmup
+    if end <= warm:
+        if duration is not None:
+            raise ScenarioError(Problem("--duration", f"must be longer than the warm-up ({warm / 1e9:g}s), got {end / 1e9:g}s"))
+        raise ScenarioError(Problem("--warmup", f"must be shorter than the duration ({end / 1e9:g}s), got {warm / 1e9:g}s"))
+    return scenario, dur_ns
 
 
 def _score_sla(spec, variants: list[Variant], rungs: list[tuple]) -> dict[str, dict]:
