@@ -19,7 +19,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["half_width", "mser_truncation"]
 
@@ -31,6 +30,8 @@ def half_width(values: Sequence[float | None]) -> float | None:
     xs = [float(v) for v in values if v is not None and math.isfinite(v)]
     if len(xs) < 2:
         return None
+    from scipy import stats  # scipy.stats costs ~25 MB and 0.3 s to import: only when a CI is asked for
+
     sd = float(np.std(xs, ddof=1))
     return float(stats.t.ppf(0.5 + LEVEL / 2, len(xs) - 1) * sd / math.sqrt(len(xs)))
 

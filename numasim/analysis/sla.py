@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 import numpy as np
-from scipy.optimize import isotonic_regression
-from scipy.stats import gmean
 
 from .metrics import Metrics
 from ..model.scenario import Scenario, SlaSpec, Variant
@@ -58,6 +56,8 @@ def _monotone(values: list[float]) -> list[float]:
     pause more or less moves a p99); response time cannot really fall as the
     injection rate rises, so the curve is made monotone before it is searched.
     """
+    from scipy.optimize import isotonic_regression  # imported when an SLA is scored, not with numasim
+
     if not values:
         return []
     return [float(x) for x in isotonic_regression(values, increasing=True).x]
@@ -86,5 +86,7 @@ def score(curve: list[tuple[float, float | None]], targets_ms: list[float]) -> d
             break
         best[f"{target:g}"] = value
     met = [v for v in best.values() if v is not None and v > 0]
+    from scipy.stats import gmean
+
     critical = float(gmean(met)) if met else None
     return {"max_rate": best, "critical": critical, "targets_met": len(met)}
