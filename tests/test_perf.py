@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.model.machine import LoadedLatencyCurve
+from numasim.model.machine import Interconnect, LoadedLatencyCurve
 from numasim.sim.perf import RateInputs, solve_rates
 
 CURVE = LoadedLatencyCurve(a=2.0, b=5.0)
@@ -19,7 +19,7 @@ def inputs(t: int, misses: float, access: np.ndarray, nodes: np.ndarray) -> Rate
 
 def test_idle_latency_at_low_load():
     inp = inputs(1, 1.0, np.array([[0.0, 1.0]]), np.array([0]))
-    sol = solve_rates(inp, L0, np.array([100.0, 100.0]), np.array([[np.inf, 50.0], [50.0, np.inf]]), CURVE)
+    sol = solve_rates(inp, L0, np.array([100.0, 100.0]), Interconnect.direct(np.array([[np.inf, 50.0], [50.0, np.inf]])), CURVE)
     assert sol.latency[0] == pytest.approx(130.0, rel=1e-3)
     assert sol.rate[0] == pytest.approx(1.0 / (1000.0 + 130.0 * 0.5), rel=1e-3)
     assert sol.local[0] == 0.0
@@ -27,7 +27,7 @@ def test_idle_latency_at_low_load():
 
 def test_no_misses_no_memory_effect():
     acc = np.array([[1.0, 0.0], [0.0, 1.0]])
-    a = solve_rates(inputs(2, 0.0, acc, np.array([0, 0])), L0, np.full(2, 10.0), np.full((2, 2), 1.0), CURVE)
+    a = solve_rates(inputs(2, 0.0, acc, np.array([0, 0])), L0, np.full(2, 10.0), Interconnect.direct(np.full((2, 2), 1.0)), CURVE)
     assert np.allclose(a.rate, 1.0 / 1000.0)
 
 
@@ -43,7 +43,7 @@ def test_bandwidth_never_exceeds_capacity(t, misses, bw, link, seed):
     rng = np.random.default_rng(seed)
     acc = rng.dirichlet([1.0, 1.0], size=t)
     nodes = rng.integers(0, 2, size=t)
-    links = np.array([[np.inf, link], [link, np.inf]])
+    links = Interconnect.direct(np.array([[np.inf, link], [link, np.inf]]))
     sol = solve_rates(inputs(t, misses, acc, nodes), L0, np.array([bw, bw]), links, CURVE, max_iter=2000)
     assert np.all(sol.node_load <= np.array([bw, bw]) * 1.01)
     off = ~np.eye(2, dtype=bool)
@@ -54,6 +54,6 @@ def test_bandwidth_never_exceeds_capacity(t, misses, bw, link, seed):
 def test_more_load_more_latency():
     acc = np.tile([1.0, 0.0], (20, 1))
     nodes = np.zeros(20, dtype=int)
-    light = solve_rates(inputs(20, 5.0, acc, nodes), L0, np.array([100.0, 100.0]), np.full((2, 2), 50.0), CURVE)
-    heavy = solve_rates(inputs(20, 50.0, acc, nodes), L0, np.array([100.0, 100.0]), np.full((2, 2), 50.0), CURVE)
+    light = solve_rates(inputs(20, 5.0, acc, nodes), L0, np.array([100.0, 100.0]), Interconnect.direct(np.full((2, 2), 50.0)), CURVE)
+    heavy = solve_rates(inputs(20, 50.0, acc, nodes), L0, np.array([100.0, 100.0]), Interconnect.direct(np.full((2, 2), 50.0)), CURVE)
     assert heavy.latency[0] > light.latency[0]

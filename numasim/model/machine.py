@@ -20,7 +20,7 @@ from scipy.optimize import curve_fit
 
 from ..units import parse_size
 
-__all__ = ["MachineSpec", "Machine", "LoadedLatencyCurve", "parse_cpulist"]
+__all__ = ["MachineSpec", "LinkSpec", "Machine", "Interconnect", "LoadedLatencyCurve", "parse_cpulist"]
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -34,6 +34,13 @@ Bandwidth = Annotated[float, Field(ge=0.01, le=100_000)]  # GB/s
 MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance.md)
 
 
+class LinkSpec(Spec):
+    """One interconnect link (UPI, xGMI, a node controller port) between two sockets."""
+
+    sockets: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(description="the two sockets it joins")
+    gbps: Bandwidth = Field(description="bandwidth per direction, GB/s; links listed twice between one pair add up")
+
+
 class MachineSpec(Spec):
     """Validated description of a machine (see docs/scenario-reference.md)."""
 
@@ -45,7 +52,7 @@ class MachineSpec(Spec):
     cores_per_node: int = Field(ge=1, le=1024, description="physical cores per NUMA node")
     smt: bool = Field(default=False, description="hyperthreading on")
     threads_per_core: int = Field(default=2, ge=2, le=8, description="hardware threads per core when smt is on")
-    smt_yield: float = Field(default=1.25, ge=1.0, le=2.0, description="throughput of a core running two threads, relative to one")
+    smt_yield: float = Field(default=1.25, ge=1.0, le=2.0, description="throughput of a core running two compute-bound threads, relative to one; threads that stall on memory gain more (docs/model.md)")
     cpu_numbering: Literal["block", "alternate"] | list[Annotated[int, Field(ge=0)]] = Field(
         default="block", description="OS CPU numbering: block, alternate, or the node of each OS CPU"
     )
@@ -60,9 +67,23 @@ class MachineSpec(Spec):
     remote_latency_ns: Latency | None = Field(default=None, description="idle remote DRAM latency, ns (all remote nodes)")
     latency_ns: list[list[Latency]] | None = Field(default=None, description="idle latency matrix, ns, CPU node x memory node")
     slit: list[list[Annotated[int, Field(ge=10, le=254)]]] | None = Field(default=None, description="ACPI SLIT distances (numactl --hardware); latencies = local x slit / 10 if no latency is given")
+    hop_latency_ns: Latency | None = Field(default=None, description="with links and no latency matrix: latency each link crossed adds to the local latency, ns")
     memory_bandwidth_gbps: Bandwidth = Field(description="read bandwidth of one node's memory, GB/s")
+    bandwidth_1to1_gbps: Bandwidth | None = Field(
+        default=None,
+        description="bandwidth of a 1:1 read/write mix (Intel MLC --max_bandwidth), measured like loaded_latency_peak_gbps; sets the cost of a write-back (default: a write costs a read)")
     interconnect_gbps: Bandwidth = Field(description="bandwidth between two sockets, per direction, GB/s")
     same_socket_interconnect_gbps: Bandwidth | None = Field(default=None, description="bandwidth between nodes of one socket (default: memory_bandwidth_gbps)")
+    links: list[LinkSpec] | None = Field(
+        default=None, max_length=65_536,
+        description="the interconnect as a graph: one entry per link between two sockets; traffic takes the fewest hops (default: every pair of sockets linked directly at interconnect_gbps)")
+    core_mlp: float | None = Field(
+        default=None, ge=1, le=1024,
+        description="cache misses one core keeps in flight (its fill buffers / L2 miss queue): the most any thread overlaps (default: no limit)")
+    c2c_local_ns: Latency | None = Field(
+        default=None, description="latency of a load that hits a line modified in another core's cache on the same socket (MLC --c2c_latency, HITM), ns")
+    c2c_remote_ns: Latency | None = Field(
+        default=None, description="the same, from a core on the nearest other socket, ns (default for both: the DRAM latency to the writer's node)")
     loaded_latency: list[tuple[Bandwidth, Latency]] = Field(min_length=2, description="measured [GB/s, ns] points of latency under load (Intel MLC)")
     loaded_latency_peak_gbps: Bandwidth = Field(description="the peak bandwidth of that measurement, GB/s")
     l2_kib: float = Field(default=256, ge=1, le=2**20, description="L2 cache per core, KiB")
@@ -84,11 +105,18 @@ class MachineSpec(Spec):
         if self.n_cpus > MAX_CPUS:
             raise ValueError(f"{self.n_cpus:,} CPUs: numasim models machines of up to {MAX_CPUS:,} CPUs")
         ways = [self.remote_latency_ns is not None, self.latency_ns is not None]
-        if n > 1 and (sum(ways) > 1 or (sum(ways) == 0 and self.slit is None)):
+        derived = self.slit is not None or (self.links is not None and self.hop_latency_ns is not None)
+        if n > 1 and (sum(ways) > 1 or (sum(ways) == 0 and not derived)):
             raise ValueError(
                 "give the remote latency as remote_latency_ns or as latency_ns (an n_nodes x n_nodes "
-                "matrix), not both; or give only slit, and latencies are local_latency_ns x slit / 10"
+                "matrix), not both; or give only slit, and latencies are local_latency_ns x slit / 10; "
+                "or give links and hop_latency_ns, and each link crossed adds hop_latency_ns"
             )
+        if self.links is not None:
+            _socket_routes(self.sockets, self.links)  # raises on a bad socket id or a disconnected graph
+        if self.bandwidth_1to1_gbps is not None and self.bandwidth_1to1_gbps >= 2 * self.loaded_latency_peak_gbps:
+            raise ValueError("bandwidth_1to1_gbps must be less than twice loaded_latency_peak_gbps "
+                             "(a write-back cannot cost nothing)")
         for name in ("latency_ns", "slit"):
             mat = getattr(self, name)
             if n > 1 and mat is not None and (len(mat) != n or any(len(row) != n for row in mat)):
@@ -152,6 +180,146 @@ class LoadedLatencyCurve:
         return LoadedLatencyCurve(float(a), float(b))
 
 
+def _socket_routes(sockets: int, links: list[LinkSpec] | None) -> tuple[dict[tuple[int, int], float], list[list[list[int]]]]:
+    """The socket graph's directed edges with their bandwidth, and the fewest-hop path between every pair.
+
+    ``paths[a][b]`` lists the sockets from ``a`` to ``b`` (both included). Without
+    ``links`` every pair of sockets is joined directly (the v1 model). Among paths of
+    equal length the one through the lowest socket ids is taken, so routes are
+    deterministic. Raises ValueError on a socket id outside the machine, a link from a
+    socket to itself, or a graph that leaves a socket unreachable.
+    """
+    edges: dict[tuple[int, int], float] = {}
+    if links is None:
+        return edges, [[[a] if a == b else [a, b] for b in range(sockets)] for a in range(sockets)]
+    for k, link in enumerate(links):
+        a, b = link.sockets
+        if a >= sockets or b >= sockets:
+            raise ValueError(f"links[{k}] joins socket {max(a, b)}, but the machine has sockets 0-{sockets - 1}")
+        if a == b:
+            raise ValueError(f"links[{k}] joins socket {a} to itself")
+        for e in ((a, b), (b, a)):
+            edges[e] = edges.get(e, 0.0) + link.gbps
+    nbrs = [sorted(b for (a, b) in edges if a == s) for s in range(sockets)]
+    paths: list[list[list[int]]] = []
+    for src in range(sockets):
+        prev = {src: src}
+        frontier = [src]
+        while frontier:  # breadth first: the first path found to a socket has the fewest hops
+            nxt = []
+            for u in frontier:
+                for v in nbrs[u]:
+                    if v not in prev:
+                        prev[v] = u
+                        nxt.append(v)
+            frontier = nxt
+        if len(prev) < sockets:
+            missing = min(set(range(sockets)) - set(prev))
+            raise ValueError(f"links leave socket {missing} unreachable from socket {src}")
+        row = []
+        for dst in range(sockets):
+            path = [dst]
+            while path[-1] != src:
+                path.append(prev[path[-1]])
+            row.append(path[::-1])
+        paths.append(row)
+    return edges, paths
+
+
+@dataclass(frozen=True, eq=False)
+class Interconnect:
+    """The directed links between NUMA nodes and the route of each node-to-node flow over them.
+
+    Nodes of one socket talk over one on-die link per ordered pair; nodes of different
+    sockets over the socket graph's links (``MachineSpec.links``), which all the node
+    pairs of two sockets share. ``route`` is a sparse (links x nodes**2) incidence
+    matrix: column ``i * n + j`` (the flow from memory node ``j`` to CPU node ``i``) has
+    a 1 for each link that flow crosses. ``path_len[i, j]`` counts them (0 on the diagonal).
+    """
+
+    ends: NDArray[np.int64]  # (links, 2): the sockets or nodes a link goes from and to, for reports
+    bandwidth: NDArray[np.float64]  # (links,) bytes/ns per direction
+    route: object  # scipy.sparse.csr_array (links, nodes**2)
+    path_len: NDArray[np.int64]  # (nodes, nodes)
+    socket_hops: NDArray[np.int64]  # (nodes, nodes): socket links crossed
+
+    @staticmethod
+    def direct(bandwidth: NDArray[np.float64]) -> "Interconnect":
+        """Every ordered pair of nodes ``(j -> i)`` joined by its own link of ``bandwidth[i, j]`` bytes/ns."""
+        from scipy.sparse import csr_array
+
+        n = len(bandwidth)
+        pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
+        route = csr_array((np.ones(len(pairs)), (np.arange(len(pairs)), [i * n + j for i, j in pairs])),
+                          shape=(len(pairs), n * n))
+        hops = 1 - np.eye(n, dtype=np.int64)
+        return Interconnect(ends=np.asarray([(j, i) for i, j in pairs], dtype=np.int64).reshape(-1, 2),
+                            bandwidth=np.asarray([bandwidth[i, j] for i, j in pairs], dtype=float),
+                            route=route, path_len=hops, socket_hops=hops)
+
+
+def _interconnect(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interconnect:
+    from scipy.sparse import csr_array
+
+    n = len(node_socket)
+    edges, paths = _socket_routes(spec.sockets, spec.links)
+    same = spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps
+    ends: list[tuple[int, int]] = []
+    bw: list[float] = []
+    ids: dict[tuple[str, int, int], int] = {}
+
+    def link(kind: str, a: int, b: int, gbps: float) -> int:
+        if (kind, a, b) not in ids:
+            ids[(kind, a, b)] = len(ends)
+            ends.append((a, b))
+            bw.append(gbps)
+        return ids[(kind, a, b)]
+
+    rows: list[int] = []
+    cols: list[int] = []
+    path_len = np.zeros((n, n), dtype=np.int64)
+    socket_hops = np.zeros((n, n), dtype=np.int64)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            si, sj = int(node_socket[i]), int(node_socket[j])
+            if si == sj:
+                crossed = [link("node", j, i, same)]
+            else:
+                p = paths[sj][si]
+                crossed = [link("socket", a, b, edges.get((a, b), spec.interconnect_gbps)) for a, b in zip(p, p[1:])]
+                socket_hops[i, j] = len(crossed)
+            rows += crossed
+            cols += [i * n + j] * len(crossed)
+            path_len[i, j] = len(crossed)
+    route = csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(ends), n * n))
+    return Interconnect(
+        ends=np.asarray(ends, dtype=np.int64).reshape(-1, 2),
+        bandwidth=np.asarray(bw, dtype=float),
+        route=route,
+        path_len=path_len,
+        socket_hops=socket_hops,
+    )
+
+
+def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Cache-to-cache (HITM) latency from a reader on node i to a writer's cache on node k, ns.
+
+    Measured values (``c2c_local_ns``, ``c2c_remote_ns``) set the nearest cases; a farther
+    node adds what its DRAM latency adds over the nearest of its kind (the same extra
+    distance on the die or across the interconnect). Without them a HITM costs a DRAM
+    access at the writer's node's distance.
+    """
+    c2c = latency.copy()
+    same = node_socket[:, None] == node_socket[None, :]
+    for i in range(len(latency)):
+        for mask, value in ((same[i], spec.c2c_local_ns), (~same[i], spec.c2c_remote_ns)):
+            if value is not None and mask.any():
+                c2c[i, mask] = value + latency[i, mask] - latency[i, mask].min()
+    return c2c
+
+
 @dataclass(frozen=True, eq=False)
 class Machine:
     """A machine, derived from a :class:`MachineSpec`; all arrays are read-only.
@@ -171,8 +339,11 @@ class Machine:
     distance: NDArray[np.int64]
     node_memory: NDArray[np.int64]
     node_bandwidth: NDArray[np.float64]
-    link_bandwidth: NDArray[np.float64]
+    interconnect: Interconnect
+    c2c: NDArray[np.float64]  # HITM latency, reader node x writer node, ns
     curve: LoadedLatencyCurve
+    write_cost: float  # DRAM bandwidth one write-back uses, in reads
+    core_mlp: float  # misses one core keeps in flight (inf: no limit)
 
     @property
     def name(self) -> str:
@@ -244,19 +415,24 @@ class Machine:
         elif spec.remote_latency_ns is not None:
             latency = np.full((n, n), spec.remote_latency_ns)
             np.fill_diagonal(latency, local)
-        else:
-            assert spec.slit is not None
+        elif spec.slit is not None:
             latency = local * np.asarray(spec.slit, dtype=float) / 10.0
+        else:
+            assert spec.hop_latency_ns is not None
+            latency = local + spec.hop_latency_ns * _interconnect(spec, node_socket).socket_hops.astype(float)
         if spec.slit is not None and n > 1:
             distance = np.asarray(spec.slit, dtype=np.int64)
         else:
             distance = np.rint(10.0 * latency / np.diag(latency)[:, None]).astype(np.int64)
             np.fill_diagonal(distance, 10)
 
-        link = np.full((n, n), spec.interconnect_gbps)
-        same_socket = node_socket[:, None] == node_socket[None, :]
-        link[same_socket] = spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps
-        np.fill_diagonal(link, np.inf)
+        interconnect = _interconnect(spec, node_socket)
+        for arr in (interconnect.ends, interconnect.bandwidth, interconnect.path_len, interconnect.socket_hops):
+            arr.setflags(write=False)
+        # MLC's 1:1 mix moves B11 bytes, half of them write-backs, in the time all-read moves
+        # the peak: B11/2 * (1 + w) = peak gives the cost w of a write in reads.
+        peak, mixed = spec.loaded_latency_peak_gbps, spec.bandwidth_1to1_gbps
+        write_cost = 1.0 if mixed is None else 2.0 * peak / mixed - 1.0
 
         curve = LoadedLatencyCurve.fit(
             tuple((float(b), float(l)) for b, l in spec.loaded_latency), spec.loaded_latency_peak_gbps
@@ -270,13 +446,14 @@ class Machine:
             distance=distance,
             node_memory=np.full(n, spec.memory_per_node, dtype=np.int64),
             node_bandwidth=np.full(n, spec.memory_bandwidth_gbps),
-            link_bandwidth=link,
+            c2c=_c2c(spec, latency, node_socket),
         )
         for arr in arrays.values():
             arr.setflags(write=False)
         for arr in node_cpus:
             arr.setflags(write=False)
-        return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, **arrays)
+        return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, interconnect=interconnect,
+                   write_cost=write_cost, core_mlp=float(spec.core_mlp or np.inf), **arrays)
 
 
 _CPULIST_ITEM = re.compile(r"^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$")

@@ -53,9 +53,11 @@ class WorkloadProfile(Spec):
     """What one thread of a workload does, per operation.
 
     Time per operation on a core at frequency ``f`` (GHz) is
-    ``cycles_per_op / f + llc_misses_per_op * latency / mlp`` nanoseconds,
-    where ``latency`` is the loaded latency of the memory that serves the
-    misses (see docs/model.md).
+    ``cycles_per_op / f + llc_misses_per_op * latency * (d + (1 - d) / mlp)
+    + coherence_misses_per_op * c2c`` nanoseconds, where ``latency`` is the
+    loaded latency of the memory that serves the misses, ``d`` the dependent
+    fraction and ``c2c`` the cache-to-cache latency to where the line's last
+    writer runs (see docs/model.md).
     """
 
 
@@ -63,7 +65,16 @@ class WorkloadProfile(Spec):
     description: Text = Field(default="", max_length=4000, description="free text")
     cycles_per_op: float = Field(gt=0, le=1e12, description="core cycles per operation, DRAM stalls excluded")
     llc_misses_per_op: float = Field(ge=0, le=1e9, description="last-level cache misses served by DRAM per operation")
-    mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: misses in flight at once")
+    mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: independent misses in flight at once (capped by the machine's core_mlp)")
+    dependent_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="share of the misses whose address depends on the previous miss (pointer chasing): they never overlap")
+    write_fraction: float = Field(
+        default=0.0, ge=0.0, le=4.0,
+        description="dirty lines written back to memory per miss (STREAM copy 0.5, triad 0.33 with write-allocate); they load memory and links, not the core")
+    coherence_misses_per_op: float = Field(
+        default=0.0, ge=0.0, le=1e9,
+        description="loads per operation that hit a line another thread of the pod has modified (perf c2c HITM): locks, counters, shared written data")
     shared_fraction: float = Field(
         default=1.0, ge=0.0, le=1.0,
         description="share of the pod's memory (and of its misses) that all its threads use; the rest is private per thread",

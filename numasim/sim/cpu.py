@@ -112,37 +112,82 @@ class CpuRuntime:
         if not tids:
             return
         spec = m.spec
-        smt = m.smt
         l2 = spec.l2_kib * 1024
         nr, t_cpu, cpu_node, lat = self.nr, self.t_cpu, self._cpu_node, self._lmat_diag
         footprint, stall, tau = self.p_footprint, self.p_stall, self.r_tau
         need_tau = []
+        effs = []
         for tid in tids:
             c = t_cpu[tid]
             n = nr[c]
-            share = 1.0 / n
-            factor = 1.0
-            if smt:
-                k = sum(1 for sib in self._core_of[c] if nr[sib] > 0)
-                if k > 1:
-                    factor = spec.smt_yield / k
             eff = 1.0
             if n > 1:
                 refill = min(footprint[tid], l2) / LINE
                 cost = spec.context_switch_ns + refill * lat[cpu_node[c]] * stall[tid]
                 sl = self._slice(n)
                 eff = sl / (sl + cost) if sl > 0 else 1.0
-            self.r_share[tid] = share
-            self.r_cap[tid] = share * factor * eff
+            self.r_share[tid] = 1.0 / n
+            effs.append(eff)
             if tau[tid] == math.inf:
                 need_tau.append(tid)
         if need_tau:
             self._set_tau(np.array(need_tau))
+        factors = self._smt_factors(tids) if m.smt else None
+        for i, tid in enumerate(tids):
+            self.r_cap[tid] = self.r_share[tid] * effs[i] * (1.0 if factors is None else factors[i])
         self._reschedule(tids)
         if self._has_quota:
             for p in {self.t_pod[t] for t in tids}:
                 if self.q_quota[p] != math.inf:
                     self._quota_schedule(p)
+
+    def _smt_factors(self, tids: list[int]) -> list[float]:
+        """Speed of each thread with its core's busy siblings, relative to the core alone.
+
+        A thread alone on a core spends the shares ``a`` of its time per op computing,
+        ``b`` in overlapped (independent) misses and the rest in dependent misses and
+        coherence stalls. With ``k`` busy siblings:
+
+        - the siblings split the core's out-of-order window (Intel and AMD partition
+          the reorder buffer and load queue statically between active threads), so
+          each overlaps ``1/k`` of the independent misses it overlaps alone, never
+          fewer than one: its overlapped-miss time grows by ``r = mlp / max(1, mlp / k)``;
+        - its computing stretches by a factor ``s >= 1`` common to the core: the least
+          at which the siblings' demand for the pipeline, ``sum(a_j * f_j)``, fits
+          ``smt_yield`` (two compute-bound threads then share ``smt_yield``; a thread
+          stalled on a dependent miss leaves the pipeline to its sibling).
+
+        A thread's speed is ``f = 1 / (a s + b r + 1 - a - b)``. Time-shared CPUs
+        count with the average shares of their runqueue.
+        """
+        m = self.machine
+        nr, t_cpu, rq = self.nr, self.t_cpu, self.rq
+        cshare, ishare, mlp = self.r_cshare, self.r_ishare, self.p_mlp
+        memo: dict[int, tuple[float, int]] = {}
+        out = []
+        for tid in tids:
+            c = t_cpu[tid]
+            sibs = self._core_of[c]
+            key = sibs[0]
+            k = sum(1 for sib in sibs if nr[sib] > 0)
+            if k <= 1:
+                out.append(1.0)
+                continue
+            r = mlp[tid] / max(1.0, mlp[tid] / k)
+            if key not in memo:
+                terms = []
+                for sib in sibs:
+                    q = rq[sib]
+                    if q:
+                        a = sum(cshare[t] for t in q) / len(q)
+                        b = sum(ishare[t] * mlp[t] / max(1.0, mlp[t] / k) for t in q) / len(q)
+                        bb = sum(ishare[t] for t in q) / len(q)
+                        terms.append((a, b + 1.0 - a - bb))
+                memo[key] = (_stretch(terms, m.spec.smt_yield), k)
+            s = memo[key][0]
+            a, b = cshare[tid], ishare[tid]
+            out.append(1.0 / (a * s + b * r + 1.0 - a - b))
+        return out
 
     def _slice(self, n: int) -> float:
         if n not in self._slices:
@@ -219,3 +264,19 @@ class CpuRuntime:
             self._enqueue(tid, cpu)
             cpus.append(cpu)
         self._update_cpus(cpus, integrated=True)
+
+
+def _stretch(terms: list[tuple[float, float]], capacity: float) -> float:
+    """The least ``s >= 1`` with ``sum(a / (a s + B)) <= capacity`` over ``terms`` of ``(a, B)``.
+
+    The sum falls as ``s`` grows and is convex, so Newton's method from ``s = 1``
+    climbs to the root without overshooting it.
+    """
+    s = 1.0
+    for _ in range(50):
+        h = sum(a / (a * s + b) for a, b in terms if a > 0) - capacity
+        if h <= 1e-12:
+            return s
+        dh = -sum(a * a / (a * s + b) ** 2 for a, b in terms if a > 0)
+        s -= h / dh
+    return s

@@ -127,8 +127,15 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         prof = [pods[pi].profile for pi in self.t_pod]
         self.p_cycles = [pr.cycles_per_op for pr in prof]
         self.p_misses = [float(pr.llc_misses_per_op) for pr in prof]
-        self.p_mlp = [float(pr.mlp) for pr in prof]
-        self.p_stall = [1.0 / m for m in self.p_mlp]
+        # Misses per op stall for d + (1 - d) / mlp latencies: the dependent ones in full, the
+        # others overlapped up to what the core keeps in flight. p_ind: the overlapped part's share.
+        self.p_mlp = [min(float(pr.mlp), machine.core_mlp) for pr in prof]
+        self.p_stall = [pr.dependent_fraction + (1 - pr.dependent_fraction) / m for pr, m in zip(prof, self.p_mlp)]
+        self.p_ind = [(1 - pr.dependent_fraction) / m / st for pr, m, st in zip(prof, self.p_mlp, self.p_stall)]
+        self.p_writes = [float(pr.write_fraction) for pr in prof]
+        self.p_coherence = [float(pr.coherence_misses_per_op) for pr in prof]
+        self._has_writes = any(self.p_writes)
+        self._has_coherence = any(self.p_coherence)
         self.p_shared = [pr.shared_fraction for pr in prof]
         self.p_touch = [pr.touch_gbps for pr in prof]  # bytes per full-core ns
         self.p_footprint = [float(pr.cache_footprint_mib * 2**20) for pr in prof]
@@ -194,9 +201,13 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._lmat = machine.latency.copy()
         self._lmat_diag = np.diag(self._lmat).tolist()
         self.r_node_load = np.zeros(n)  # bytes/ns on each memory node at the last solve
-        self.r_link_load = np.zeros((n, n))
+        self.r_node_util = np.zeros(n)
+        self.r_link_load = np.zeros((n, n))  # node-to-node flows, bytes/ns
+        self.r_link_util = np.zeros(len(machine.interconnect.bandwidth))
+        self.r_cshare = [1.0] * nt  # share of the time per op spent computing (SMT)
+        self.r_ishare = [0.0] * nt  # share spent in overlapped misses (SMT shares them)
         self._x = np.ones(n)
-        self._y = np.ones((n, n))
+        self._y = np.ones(len(machine.interconnect.bandwidth))
         self._dirty = False
         self._solve_at = -1  # the instant a solve is pending for
 
@@ -397,7 +408,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "thread_active": self.v_thread_active,
             "thread_local": self.r_local,
             "node_load": self.r_node_load,
+            "node_util": self.r_node_util,
             "link_load": self.r_link_load,
+            "link_util": self.r_link_util,
         }
         i = self._n_samples
         if i == 0:

@@ -3,23 +3,29 @@
 A thread that runs on a CPU of node ``i`` and whose DRAM misses go to node
 ``j`` with probability ``a[j]`` needs, per operation,
 
-    tau = compute_ns + misses * sum_j a[j] * L[i, j] * stall_scale
+    tau = compute_ns + misses * sum_j a[j] * L[i, j] * stall_scale + coherence_ns
 
 nanoseconds of full-core time, where ``compute_ns = cycles / f`` (stretched
-by any CPU overhead) and ``stall_scale = (1 + memory overhead) / mlp``.
-Its rate in operations per wall-clock nanosecond is ``capacity / tau``, with
-``capacity`` the share of a core it gets (time share x SMT and switch
-efficiency).
+by any CPU overhead), ``stall_scale = (1 + memory overhead) * (d + (1 - d) / mlp)``
+with ``d`` the share of misses that depend on the previous one (pointer chasing)
+and ``mlp`` the misses the others overlap (capped by what the core keeps in
+flight), and ``coherence_ns`` the cache-to-cache transfers of shared written
+lines (see :mod:`numasim.sim.rates`). Its rate in operations per wall-clock
+nanosecond is ``capacity / tau``, with ``capacity`` the share of a core it gets
+(time share x SMT and switch efficiency).
 
-Latencies are *loaded* latencies. Memory node ``j`` serves the bytes of all
-misses to it plus any page-copy traffic; its utilisation ``u_j`` raises the
-latency of every access to it by the fitted loaded-latency curve ``g``.
-Remote accesses also cross the interconnect from ``j`` to ``i``, whose
-utilisation raises the remote part of the latency the same way:
+Latencies are *loaded* latencies. Memory node ``j`` serves the lines read by
+all misses to it, the dirty lines written back to it (each costing
+``write_cost`` reads of its bandwidth) and any page-copy traffic; its
+utilisation ``u_j`` raises the latency of every access to it by the fitted
+loaded-latency curve ``g``. Traffic between nodes crosses the interconnect's
+links on its route (reads from ``j`` to ``i``, write-backs from ``i`` to ``j``);
+each link's utilisation ``v_l`` raises the hop part of the latency of the flows
+that cross it:
 
-    L[i, j] = L0[j, j] * x_j + (L0[i, j] - L0[j, j]) * y_ij
+    L[i, j] = L0[j, j] * x_j + (L0[i, j] - L0[j, j]) * mean_{l on route i<-j} y_l
 
-with ``x_j = g(u_j)`` and ``y_ij = g(v_ij)``. Because rates fall as latency
+with ``x_j = g(u_j)`` and ``y_l = g(v_l)``. Because rates fall as latency
 rises, the coupled system has one fixed point, found by damped iteration.
 Beyond the measured peak (``u > 1``) the multiplier keeps rising until the
 demand fits the capacity, so no resource ever carries more than it can: a
@@ -33,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..model.machine import LoadedLatencyCurve
+from ..model.machine import Interconnect, LoadedLatencyCurve
 
 __all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_efficiency", "LINE"]
 
@@ -53,6 +59,8 @@ class RateInputs:
     access: NDArray[np.float64]  # T x N, rows sum to 1
     extra_node: NDArray[np.float64]  # bytes/ns on each memory node
     extra_link: NDArray[np.float64]  # N x N, bytes/ns from memory node j to CPU node i at [i, j]
+    writes: NDArray[np.float64] | None = None  # dirty write-backs per miss (default none)
+    coherence_ns: NDArray[np.float64] | None = None  # cache-to-cache stall per operation (default none)
 
 
 @dataclass(frozen=True)
@@ -62,21 +70,23 @@ class RateSolution:
     rate: NDArray[np.float64]  # ops per wall ns
     latency: NDArray[np.float64]  # mean loaded latency per thread, ns
     local: NDArray[np.float64]  # share of each thread's misses served by its own node
-    node_load: NDArray[np.float64]  # bytes/ns per memory node
-    link_load: NDArray[np.float64]  # bytes/ns, [i, j]: from memory j to CPU node i
+    node_load: NDArray[np.float64]  # bytes/ns read from and written to each memory node
+    link_load: NDArray[np.float64]  # bytes/ns, [i, j]: flowing from node j to node i
     node_util: NDArray[np.float64]
     iterations: int
     x: NDArray[np.float64]  # latency multiplier per memory node
-    y: NDArray[np.float64]  # latency multiplier per link (hop part)
+    y: NDArray[np.float64]  # latency multiplier per interconnect link (hop part)
     lmat: NDArray[np.float64]  # loaded latency matrix [CPU node, memory node], ns
+    link_util: NDArray[np.float64]  # per interconnect link
 
 
 def solve_rates(
     inp: RateInputs,
     base_latency: NDArray[np.float64],
     node_bandwidth: NDArray[np.float64],
-    link_bandwidth: NDArray[np.float64],
+    interconnect: Interconnect,
     curve: LoadedLatencyCurve,
+    write_cost: float = 1.0,
     tol: float = 1e-7,
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
@@ -90,10 +100,14 @@ def solve_rates(
         Per-thread inputs; threads with zero capacity get rate 0.
     base_latency
         Idle latency matrix ``L0[i, j]`` (CPU node i, memory node j), ns.
-    node_bandwidth, link_bandwidth
-        Capacities in bytes/ns; the link diagonal is unused.
+    node_bandwidth
+        Read bandwidth of each memory node, bytes/ns.
+    interconnect
+        The links, their bandwidth (bytes/ns per direction) and every flow's route.
     curve
         Loaded-latency multiplier as a function of utilisation.
+    write_cost
+        Memory bandwidth a write-back uses, in reads.
     x0, y0
         A starting point (the previous solution), to converge in fewer steps.
     """
@@ -101,47 +115,65 @@ def solve_rates(
     t = len(inp.cpu_node)
     local_lat = np.diag(base_latency)
     hop = base_latency - local_lat[None, :]
-    offdiag = ~np.eye(n, dtype=bool)
+    route = interconnect.route
+    link_bw = interconnect.bandwidth
+    path_len = np.maximum(interconnect.path_len, 1).astype(float)
     onehot = np.zeros((t, n))
     onehot[np.arange(t), inp.cpu_node] = 1.0
     local_share = inp.access[np.arange(t), inp.cpu_node] if t else np.zeros(0)
+    writes = np.zeros(t) if inp.writes is None else inp.writes
+    has_writes = bool(np.any(writes > 0))
+    coherence = 0.0 if inp.coherence_ns is None else inp.coherence_ns
 
     x = np.ones(n) if x0 is None else x0.copy()
-    y = np.ones((n, n)) if y0 is None else y0.copy()
+    y = np.ones(len(link_bw)) if y0 is None else y0.copy()
     rate = np.zeros(t)
     lat = np.zeros(t)
     node_load = inp.extra_node.copy()
-    link_load = inp.extra_link.copy()
+    flow = inp.extra_link.copy()
+    u = node_load / node_bandwidth
+    v = np.zeros(len(link_bw))
     it = 0
     for it in range(1, max_iter + 1):
-        lmat = local_lat[None, :] * x[None, :] + hop * y
+        ymat = (route.T @ y).reshape(n, n) / path_len
+        lmat = local_lat[None, :] * x[None, :] + hop * ymat
         lat = np.einsum("tn,tn->t", inp.access, lmat[inp.cpu_node]) if t else lat
-        tau = inp.compute_ns + inp.misses * lat * inp.stall_scale
+        tau = inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
         rate = inp.capacity / tau
-        traffic = (rate * inp.misses * LINE)[:, None] * inp.access  # T x N bytes/ns
-        node_load = traffic.sum(axis=0) + inp.extra_node
-        link_load = onehot.T @ traffic + inp.extra_link
-        u = node_load / node_bandwidth
-        v = np.where(offdiag, link_load / link_bandwidth, 0.0)
+        reads = (rate * inp.misses * LINE)[:, None] * inp.access  # T x N bytes/ns
+        flow = onehot.T @ reads + inp.extra_link  # [i, j]: from node j to node i
+        node_load = reads.sum(axis=0) + inp.extra_node
+        demand = node_load
+        if has_writes:
+            wb = writes[:, None] * reads  # write-backs go the other way, to the line's home node
+            flow = flow + (onehot.T @ wb).T
+            node_load = node_load + wb.sum(axis=0)
+            demand = demand + write_cost * wb.sum(axis=0)
+        u = demand / node_bandwidth
+        v = (route @ flow.ravel()) / link_bw
         tx = np.minimum(np.maximum(curve(u), x * u), _MAX_MULTIPLIER)
         ty = np.minimum(np.maximum(curve(v), y * v), _MAX_MULTIPLIER)
-        err = max(np.max(np.abs(np.log(tx / x))), np.max(np.abs(np.log(ty / y))))
+        err = np.max(np.abs(np.log(tx / x)))
+        if len(y):
+            err = max(err, np.max(np.abs(np.log(ty / y))))
         x = np.sqrt(x * tx)
         y = np.sqrt(y * ty)
         if err < tol:
             break
-    lmat = local_lat[None, :] * x[None, :] + hop * y
+    ymat = (route.T @ y).reshape(n, n) / path_len
+    lmat = local_lat[None, :] * x[None, :] + hop * ymat
     return RateSolution(
         rate=rate,
         latency=lat,
         local=local_share,
         node_load=node_load,
-        link_load=link_load,
-        node_util=node_load / node_bandwidth,
+        link_load=flow,
+        node_util=u,
         iterations=it,
         x=x,
         y=y,
         lmat=lmat,
+        link_util=v,
     )
 
 

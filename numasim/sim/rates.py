@@ -98,7 +98,8 @@ class Rates:
         return out
 
     def _phase_params(self, tids: NDArray[np.int64]):
-        """Per-operation parameters of ``tids``: compute ns, misses, stall scale and access rows.
+        """Per-operation parameters of ``tids``: compute ns, misses, stall scale, access rows,
+        the overlapped misses' share of the stall, write-backs per miss and coherence ns.
 
         A working thread's operation is its workload's; a thread touching its memory
         at start-up writes one cache line per operation, as a streaming store that
@@ -108,21 +109,57 @@ class Rates:
         compute = _gather(self.p_cycles, tids) / self.f_cpu[np.maximum(cpu, 0)]
         misses = _gather(self.p_misses, tids)
         stall = _gather(self.p_stall, tids)
+        ind = _gather(self.p_ind, tids)
+        writes = _gather(self.p_writes, tids) if self._has_writes else None
         acc = self._access(tids)
+        coherence = self._coherence_ns(tids, cpu) if self._has_coherence else None
         touching = _gather(self.t_phase, tids) == TOUCH
         if touching.any():
             tt = tids[touching]
             compute[touching] = LINE / _gather(self.p_touch, tt)
             misses[touching] = 1.0
             stall[touching] = 1.0 / TOUCH_MLP
+            ind[touching] = 1.0
             acc[touching] = self._touch_target(tt)
-        return compute, misses, stall, acc
+            if writes is not None:
+                writes[touching] = 0.0  # the kernel zeroes pages with stores that skip the read (v1)
+            if coherence is not None:
+                coherence[touching] = 0.0
+        return compute, misses, stall, acc, ind, writes, coherence
+
+    def _coherence_ns(self, tids: NDArray[np.int64], cpus: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Cache-to-cache stall per operation of ``tids``: each coherence miss finds the line in
+        the cache of another working thread of its pod, on a node in proportion to where they run,
+        and costs the machine's HITM latency to that node."""
+        out = np.zeros(tids.size)
+        c2c = self.machine.c2c
+        counts: dict[int, NDArray[np.float64]] = {}
+        t_cpu, phase, node_of = self.t_cpu, self.t_phase, self._cpu_node
+        for i, (tid, cpu) in enumerate(zip(tids.tolist(), cpus.tolist())):
+            h = self.p_coherence[tid]
+            if h == 0.0 or cpu < 0:
+                continue
+            p = self.t_pod[tid]
+            if p not in counts:
+                cnt = np.zeros(self.machine.n_nodes)
+                for t in self.pods[p].tids:
+                    if t_cpu[t] >= 0 and phase[t] == WORK:
+                        cnt[node_of[t_cpu[t]]] += 1.0
+                counts[p] = cnt
+            others = counts[p].copy()
+            own = node_of[cpu]
+            if phase[tid] == WORK and t_cpu[tid] == cpu:
+                others[own] -= 1.0
+            total = others.sum()
+            if total > 0:
+                out[i] = h * float(c2c[own] @ others) / total
+        return out
 
     def _set_tau(self, tids: NDArray[np.int64]) -> None:
         """Time per operation of ``tids`` at the current loaded latencies."""
         if tids.size == 0:
             return
-        compute, misses, stall, acc = self._phase_params(tids)
+        compute, misses, stall, acc, ind, _writes, coherence = self._phase_params(tids)
         nodes = self.machine.cpu_node[_gather(self.t_cpu, tids)]
         lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
         self._flush_miss_node(tids.tolist())
@@ -130,10 +167,15 @@ class Rates:
         local = acc[np.arange(tids.size), nodes]
         self.r_local[tids] = local
         self.r_latency[tids] = lat
-        tau = compute + misses * lat * stall
-        for tid, lo, ta in zip(tids.tolist(), local.tolist(), tau.tolist()):
+        memory = misses * lat * stall
+        tau = compute + memory + (0.0 if coherence is None else coherence)
+        cshare = compute / tau
+        ishare = memory * ind / tau
+        for tid, lo, ta, cs, si in zip(tids.tolist(), local.tolist(), tau.tolist(), cshare.tolist(), ishare.tolist()):
             self._local[tid] = lo
             self.r_tau[tid] = ta
+            self.r_cshare[tid] = cs
+            self.r_ishare[tid] = si
 
     def _solve_soon(self) -> None:
         """Solve once the events already due at this instant have run.
@@ -156,7 +198,7 @@ class Rates:
         if alive.size == 0:
             return
         act = alive[self.v_thread_active[alive]]
-        compute, misses, stall, acc = self._phase_params(act)
+        compute, misses, stall, acc, _ind, writes, coherence = self._phase_params(act)
         extra_node = np.zeros(m.n_nodes)
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
         for flow in self._flows.values():
@@ -170,13 +212,22 @@ class Rates:
             access=acc,
             extra_node=extra_node,
             extra_link=extra_link,
+            writes=writes,
+            coherence_ns=coherence,
         )
-        sol = solve_rates(inp, m.latency, m.node_bandwidth, m.link_bandwidth, m.curve, x0=self._x, y0=self._y)
+        sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost,
+                          x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
         self._lmat_diag = np.diag(sol.lmat).tolist()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
+        self.r_node_util, self.r_link_util = sol.node_util, sol.link_util
         self._set_tau(alive)
+        if m.smt:  # the siblings' stall shares moved with the latencies: so do their SMT shares
+            nr = self.nr
+            busy = [c for c in range(m.n_cpus) if nr[c] and sum(1 for s in self._core_of[c] if nr[s]) > 1]
+            if busy:
+                self._update_cpus(busy, integrated=True)
         serving = alive[self.v_thread_active[alive] & np.isfinite(np.asarray(self.t_req_left)[alive])]
         if serving.size:
             self._reschedule(serving.tolist())  # times per operation changed: so do request completions

@@ -1,0 +1,193 @@
+"""Metamorphic checks of the memory system v2: writes, dependent misses, coherence, SMT by stall, link graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import numasim
+from numasim.model.machine import Machine, MachineSpec
+from numasim.model.presets import load_preset
+
+from .conftest import run_small, small_scenario
+
+
+def _one_pod(profile: dict[str, Any], threads: int = 1, cpunode: int = 0, memnode: int = 0, **machine: Any) -> dict:
+    """One pod of ``threads`` threads pinned by numactl to node ``cpunode``, memory on ``memnode``."""
+    data = small_scenario(
+        workloads={"w": profile},
+        pods=[{"name": "p", "threads": threads, "memory": "256MiB", "profile": "w"}],
+        policies=[{"label": "n", "policy": "numactl",
+                   "options": {"cpunodebind": [[cpunode]], "membind": [[memnode]]}}],
+        duration="1s", warmup="500ms",
+    )
+    data["machine"].update(machine)
+    return data
+
+
+def _tput(data: dict) -> float:
+    return run_small(data).run(data["policies"][0]["label"]).throughput
+
+
+CHASE = {"cycles_per_op": 10, "llc_misses_per_op": 1, "mlp": 8, "dependent_fraction": 1.0,
+         "shared_fraction": 0.0, "cache_footprint_mib": 0.1}
+STREAMY = {"cycles_per_op": 10, "llc_misses_per_op": 1, "mlp": 8, "dependent_fraction": 0.0,
+           "shared_fraction": 0.0, "cache_footprint_mib": 0.1}
+
+
+def test_fully_dependent_misses_pay_the_full_latency_ratio():
+    m = load_preset("machines", "pacific-broadwell")
+    local, remote = _tput(_one_pod(CHASE)), _tput(_one_pod(CHASE, memnode=1))
+    ratio = m["remote_latency_ns"] / m["local_latency_ns"]
+    compute = 10 / m["frequency_ghz"]
+    expected = (compute + m["remote_latency_ns"]) / (compute + m["local_latency_ns"])
+    assert local / remote == pytest.approx(expected, rel=0.01)
+    assert expected > 0.9 * ratio
+
+
+def test_overlapped_misses_pay_less_than_dependent_ones():
+    dep = _tput(_one_pod(CHASE)) / _tput(_one_pod(CHASE, memnode=1))
+    ind = _tput(_one_pod(STREAMY)) / _tput(_one_pod(STREAMY, memnode=1))
+    assert 1.0 < ind < dep - 0.05
+
+
+def test_writes_load_memory_but_not_the_core():
+    heavy = {**STREAMY, "mlp": 16}
+    # Few threads, far from the bandwidth: write-backs change nothing the core waits for.
+    assert _tput(_one_pod({**heavy, "write_fraction": 0.5})) == pytest.approx(_tput(_one_pod(heavy)), rel=0.01)
+    # Enough threads to saturate the node: write-backs take bandwidth, and a costlier write takes more.
+    sat = dict(threads=4, memory_bandwidth_gbps=8.0, loaded_latency_peak_gbps=115.8)
+    none = _tput(_one_pod(heavy, **sat))
+    writes = _tput(_one_pod({**heavy, "write_fraction": 0.5}, **sat))
+    costly = _tput(_one_pod({**heavy, "write_fraction": 0.5}, bandwidth_1to1_gbps=80.0, **sat))
+    assert writes < none * 0.9
+    assert costly < writes * 0.97
+
+
+def test_write_fraction_zero_is_the_v1_model():
+    base = small_scenario(duration="2s", policies=[{"label": "cfs", "policy": "cfs"}])
+    explicit = small_scenario(duration="2s", policies=[{"label": "cfs", "policy": "cfs"}])
+    explicit["workloads"]["java"].update(write_fraction=0.0, dependent_fraction=0.0, coherence_misses_per_op=0.0)
+    assert run_small(base).run("cfs").throughput == run_small(explicit).run("cfs").throughput
+
+
+SHARED = {"cycles_per_op": 2000, "llc_misses_per_op": 0, "shared_fraction": 1.0, "cache_footprint_mib": 0.1,
+          "coherence_misses_per_op": 5}
+
+
+def _spread(profile: dict, nodes: list[list[int]], threads: int = 4, **machine: Any) -> float:
+    data = small_scenario(
+        workloads={"w": profile},
+        pods=[{"name": "db", "threads": threads, "memory": "256MiB", "profile": "w"}],
+        policies=[{"label": "t", "policy": "taskset", "options": {"cpus": nodes}}],
+        duration="1s", warmup="500ms",
+    )
+    data["machine"].update(machine)
+    return _tput(data)
+
+
+def test_no_shared_writes_no_coherence_cost():
+    quiet = {**SHARED, "coherence_misses_per_op": 0}
+    # CPUs 0-7 alternate between the nodes on the pacific machine: "0,2,4,6" is node 0.
+    assert _spread(quiet, ["0,2,4,6"]) == pytest.approx(_spread(quiet, ["0-3"]), rel=0.005)
+
+
+def test_a_single_thread_has_no_one_to_share_with():
+    alone = {**SHARED}
+    assert _spread(alone, ["0"], threads=1) == pytest.approx(_spread({**SHARED, "coherence_misses_per_op": 0}, ["0"], threads=1), rel=0.005)
+
+
+def test_shared_writes_across_sockets_cost_more_than_within_one():
+    kw = dict(c2c_local_ns=45.0, c2c_remote_ns=120.0)
+    one, two = _spread(SHARED, ["0,2,4,6"], **kw), _spread(SHARED, ["0-3"], **kw)
+    assert two < one * 0.9
+    # On one socket there is no remote cache to go to.
+    one_socket = dict(sockets=1, cores_per_node=8, **kw)
+    assert _spread(SHARED, ["0-3"], **one_socket) == pytest.approx(_spread(SHARED, ["4-7"], **one_socket), rel=0.005)
+
+
+def _siblings(profile: dict, **machine: Any) -> float:
+    """Throughput of two threads on one core's two hardware threads, relative to two cores."""
+    def run(cpus: str) -> float:
+        data = small_scenario(
+            workloads={"w": profile},
+            pods=[{"name": "p", "threads": 2, "memory": "64MiB", "profile": "w"}],
+            policies=[{"label": "ts", "policy": "taskset", "options": {"cpus": [cpus]}}],
+            duration="1s", warmup="500ms",
+        )
+        data["machine"].update(smt=True, cpu_numbering="block", **machine)
+        return _tput(data)
+    return run("0,8") / run("0,1")
+
+
+def test_smt_gains_more_for_threads_that_stall():
+    compute = _siblings({**CHASE, "llc_misses_per_op": 0})
+    chase = _siblings({**CHASE, "cycles_per_op": 100})
+    assert compute == pytest.approx(1.25 / 2, rel=0.01)
+    assert chase > 0.9  # the pipeline is idle while a dependent miss is out: the sibling fills it
+
+
+def test_smt_siblings_split_the_out_of_order_window():
+    stream = {**STREAMY, "mlp": 16, "cycles_per_op": 1}
+    assert _siblings(stream) == pytest.approx(0.5, abs=0.05)  # two streams through one core's window: no gain
+    # A thread that overlaps only one miss loses nothing from a smaller window.
+    assert _siblings({**STREAMY, "mlp": 1, "cycles_per_op": 1}) > 0.9
+
+
+def test_core_mlp_caps_what_one_thread_overlaps():
+    stream = {**STREAMY, "mlp": 16, "cycles_per_op": 1}
+    capped, free = _tput(_one_pod(stream, core_mlp=4)), _tput(_one_pod(stream))
+    assert 3.6 < free / capped < 4.0  # the memory part takes 4x; the half-ns of computing does not
+
+
+def _machine(**over: Any) -> Machine:
+    base = dict(sockets=4, cores_per_node=2, frequency_ghz=2.0, memory_per_node="1GiB", local_latency_ns=80.0,
+                memory_bandwidth_gbps=50.0, interconnect_gbps=20.0, loaded_latency=[[1, 80], [20, 85], [35, 100], [45, 150]],
+                loaded_latency_peak_gbps=50.0)
+    return Machine.from_spec(MachineSpec(**{**base, **over}))
+
+
+def test_default_interconnect_links_every_socket_pair_directly():
+    m = _machine(remote_latency_ns=130.0)
+    assert np.array_equal(m.interconnect.path_len, 1 - np.eye(4, dtype=int))
+    assert len(m.interconnect.bandwidth) == 12
+
+
+def test_a_ring_routes_opposite_sockets_over_two_links():
+    ring = [{"sockets": [a, (a + 1) % 4], "gbps": 20.0} for a in range(4)]
+    m = _machine(links=ring, hop_latency_ns=50.0)
+    assert m.interconnect.path_len[0, 2] == 2 and m.interconnect.path_len[0, 1] == 1
+    assert m.latency[0, 2] == 180.0 and m.latency[0, 1] == 130.0
+    assert len(m.interconnect.bandwidth) == 8  # 4 links, both directions
+
+
+def test_two_hop_traffic_loads_both_links():
+    from numasim.sim.perf import RateInputs, solve_rates
+
+    ring = [{"sockets": [a, (a + 1) % 4], "gbps": 20.0} for a in range(4)]
+    m = _machine(links=ring, hop_latency_ns=50.0)
+    acc = np.zeros((1, 4))
+    acc[0, 2] = 1.0  # a thread on node 0 reads node 2's memory
+    inp = RateInputs(cpu_node=np.array([0]), capacity=np.ones(1), compute_ns=np.ones(1), misses=np.ones(1),
+                     stall_scale=np.full(1, 1 / 16), access=acc, extra_node=np.zeros(4), extra_link=np.zeros((4, 4)))
+    sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve)
+    loaded = np.flatnonzero(sol.link_util > 1e-9)
+    assert len(loaded) == 2  # 2 -> 1 -> 0 (the lower socket id on a tie)
+    assert {tuple(m.interconnect.ends[k]) for k in loaded} == {(2, 1), (1, 0)}
+
+
+@pytest.mark.parametrize("links, message", [
+    ([{"sockets": [0, 1], "gbps": 10}], "unreachable"),
+    ([{"sockets": [0, 7], "gbps": 10}], "sockets 0-3"),
+    ([{"sockets": [2, 2], "gbps": 10}], "itself"),
+])
+def test_bad_links_are_refused(links, message):
+    with pytest.raises(ValueError, match=message):
+        _machine(links=links, hop_latency_ns=50.0)
+
+
+def test_write_cost_from_the_mlc_mix():
+    assert _machine(remote_latency_ns=130.0).write_cost == 1.0
+    assert _machine(remote_latency_ns=130.0, bandwidth_1to1_gbps=40.0).write_cost == pytest.approx(1.5)
