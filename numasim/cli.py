@@ -66,6 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("scenario")
     v.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
 
+    val = sub.add_parser(
+        "validation", help="run the validation suite: published hardware results against numasim's predictions",
+        description="Simulate every case of the validation suite (published hardware results, each a ratio between "
+                    "two configurations of one machine) and print published, predicted, error and whether it is "
+                    "within the case's band and on the right side of 1. Exit status 1 if any case is outside its "
+                    "band. Example: numasim validation --only mlc-2to1-vs-reads-clx --json validation.json")
+    val.add_argument("--only", action="append", metavar="ID", help="run only this case; repeatable")
+    val.add_argument("--json", metavar="FILE", help="write the results as JSON ({cases: [...], mape_pct})")
+    val.add_argument("--workers", type=int, default=0, help="processes (default: one per CPU)")
+    val.add_argument("--list", action="store_true", help="list the cases and exit")
+
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
     sub.add_parser("workloads", help="list the workload presets")
@@ -189,6 +200,40 @@ def _cmd_validate(args, out: Console) -> int:
     return 0
 
 
+def _cmd_validation(args, out: Console, err: Console) -> int:
+    from . import validation
+
+    if args.list:
+        table = Table(title="validation cases")
+        for col in ("id", "mechanism", "machine", "published", "band %", "title"):
+            table.add_column(col)
+        for c in validation.load_cases(args.only):
+            table.add_row(c.id, c.mechanism, c.machine_family, f"{c.published:.3f}", f"{c.band_pct:g}", c.title)
+        out.print(table)
+        return 0
+    if args.json:
+        check_target(args.json, "--json")
+    cases = validation.load_cases(args.only)
+    done = []
+    results = validation.run_suite(args.only, workers=args.workers,
+                                   on_done=lambda cid: done.append(cid) or err.print(
+                                       f"finished {cid} ({len(done)}/{len(cases)})", highlight=False))
+    table = Table(title="numasim validation: published versus predicted")
+    for col, just in (("case", "left"), ("mechanism", "left"), ("published", "right"), ("predicted", "right"),
+                      ("error %", "right"), ("band %", "right"), ("within", "center"), ("direction", "center")):
+        table.add_column(col, justify=just)
+    for r in results:
+        table.add_row(r.id, r.mechanism, f"{r.published:.3f}", f"{r.predicted:.3f}", f"{r.error_pct:+.1f}",
+                      f"{r.band_pct:g}", "yes" if r.within else "NO", "ok" if r.direction_ok else "WRONG")
+    out.print(table)
+    data = validation.suite_json(results)
+    out.print(f"MAPE {data['mape_pct']:.1f} % over {len(results)} cases; {sum(r.within for r in results)} within "
+              f"their band; {sum(r.direction_ok for r in results)} in the right direction", highlight=False)
+    if args.json:
+        write_all({args.json: json.dumps(data, indent=2)})
+    return 0 if all(r.within for r in results) else 1
+
+
 def _cmd_policies(out: Console) -> int:
     t = Table(title="policies")
     t.add_column("name")
@@ -262,6 +307,8 @@ def _main(args) -> int:
             return _cmd_run(args, out, err)
         if args.command == "validate":
             return _cmd_validate(args, out)
+        if args.command == "validation":
+            return _cmd_validation(args, out, err)
         if args.command == "policies":
             return _cmd_policies(out)
         if args.command == "machines":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..sim.perf import LINE
 from ..sim.trace import Trace
 
 __all__ = ["PodMetrics", "Metrics", "summarize", "combine"]
@@ -47,6 +48,7 @@ class Metrics:
     throughput: float
     locality: float | None
     cpu_utilisation: float
+    memory_gbps: float
     runqueue_wait: float | None
     migrations: int
     cross_node_migrations: int
@@ -119,6 +121,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         throughput=float(np.mean([r.throughput for r in runs])),
         locality=_mean([r.locality for r in runs]),
         cpu_utilisation=float(np.mean([r.cpu_utilisation for r in runs])),
+        memory_gbps=float(np.mean([r.memory_gbps for r in runs])),
         runqueue_wait=_mean([r.runqueue_wait for r in runs]),
         migrations=int(round(np.mean([r.migrations for r in runs]))),
         cross_node_migrations=int(round(np.mean([r.cross_node_migrations for r in runs]))),
@@ -165,6 +168,10 @@ def summarize(trace: Trace, label: str) -> Metrics:
     throttled = delta("throttled")
     lat = trace.latencies  # requests completed in the window (the warm-up's are not kept)
     busy = delta("cpu_busy")
+    # DRAM traffic: each miss reads a line; write_fraction of them also write one back.
+    line_bytes = np.zeros(len(miss))
+    for pod in trace.pods:
+        line_bytes[list(pod.tids)] = LINE * (1.0 + pod.profile.write_fraction)
     pod_mem = s["pod_memory"][i1]
     pods: list[PodMetrics] = []
     for pod in trace.pods:
@@ -211,6 +218,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
         throughput=float(ops.sum() / win_s),
         locality=_ratio(miss_local.sum(), miss.sum()),
         cpu_utilisation=float(busy.sum() / (ncpu * win_s * 1e9)),
+        memory_gbps=float((miss * line_bytes).sum() / win_s / 1e9),
         runqueue_wait=_ratio(wait.sum(), wait.sum() + cpu.sum()),
         migrations=int(moves.sum()),
         cross_node_migrations=int(xmoves.sum()),

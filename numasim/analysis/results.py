@@ -158,6 +158,7 @@ class RunResult:
                 "p99_ms": (r.latency or {}).get("p99_ms"),
                 "critical_rate": (self.sla.get(r.label) or {}).get("critical"),
                 "cpu_utilisation": r.cpu_utilisation,
+                "memory_gbps": r.memory_gbps,
                 "runqueue_wait": r.runqueue_wait,
                 "migrations": r.migrations,
                 "cross_node_migrations": r.cross_node_migrations,

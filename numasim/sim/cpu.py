@@ -111,6 +111,16 @@ class CpuRuntime:
             self._integrate(tids)
         if not tids:
             return
+        self._set_caps(tids)
+        self._reschedule(tids)
+        if self._has_quota:
+            for p in {self.t_pod[t] for t in tids}:
+                if self.q_quota[p] != math.inf:
+                    self._quota_schedule(p)
+
+    def _set_caps(self, tids: list[int]) -> None:
+        """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed."""
+        m = self.machine
         spec = m.spec
         l2 = spec.l2_kib * 1024
         nr, t_cpu, cpu_node, lat = self.nr, self.t_cpu, self._cpu_node, self._lmat_diag
@@ -135,11 +145,6 @@ class CpuRuntime:
         factors = self._smt_factors(tids) if m.smt else None
         for i, tid in enumerate(tids):
             self.r_cap[tid] = self.r_share[tid] * effs[i] * (1.0 if factors is None else factors[i])
-        self._reschedule(tids)
-        if self._has_quota:
-            for p in {self.t_pod[t] for t in tids}:
-                if self.q_quota[p] != math.inf:
-                    self._quota_schedule(p)
 
     def _smt_factors(self, tids: list[int]) -> list[float]:
         """Speed of each thread with its core's busy siblings, relative to the core alone.

@@ -16,6 +16,8 @@ from .state import TOUCH, WORK
 __all__ = ["Rates"]
 
 TOUCH_MLP = 16.0  # first-touch writes stream like STREAM's stores (the stream preset's mlp)
+SMT_ROUNDS = 20  # at most this many solves at one instant to settle SMT capacities with latencies
+SMT_TOL = 1e-3
 REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes within 25 ms
 
 
@@ -198,6 +200,32 @@ class Rates:
         if alive.size == 0:
             return
         act = alive[self.v_thread_active[alive]]
+        smt_tids: list[int] = []
+        if m.smt:  # threads whose core has other busy hardware threads: their capacity depends on the latencies
+            nr = self.nr
+            busy = [c for c in range(m.n_cpus) if nr[c] and sum(1 for sib in self._core_of[c] if nr[sib]) > 1]
+            smt_tids = self._on_cpus(busy) if busy else []
+        for _round in range(SMT_ROUNDS):
+            self._solve_once(act)
+            self._set_tau(alive)
+            if not smt_tids:
+                break
+            # The siblings' stall shares moved with the latencies, so do their SMT speeds, and
+            # with them the load: solve again until the capacities settle.
+            before = np.asarray(self.r_cap)[smt_tids]
+            self._set_caps(smt_tids)
+            after = np.asarray(self.r_cap)[smt_tids]
+            if np.max(np.abs(after - before) / np.maximum(before, 1e-12)) < SMT_TOL:
+                break
+        if smt_tids:
+            self._update_cpus(busy, integrated=True)  # the settled capacities: reschedule, requeue quota ends
+        serving = alive[self.v_thread_active[alive] & np.isfinite(np.asarray(self.t_req_left)[alive])]
+        if serving.size:
+            self._reschedule(serving.tolist())  # times per operation changed: so do request completions
+
+    def _solve_once(self, act: NDArray[np.int64]) -> None:
+        """One loaded-latency fixed point for the active threads ``act`` at their current capacities."""
+        m = self.machine
         compute, misses, stall, acc, _ind, writes, coherence = self._phase_params(act)
         extra_node = np.zeros(m.n_nodes)
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
@@ -222,15 +250,6 @@ class Rates:
         self._lmat_diag = np.diag(sol.lmat).tolist()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util = sol.node_util, sol.link_util
-        self._set_tau(alive)
-        if m.smt:  # the siblings' stall shares moved with the latencies: so do their SMT shares
-            nr = self.nr
-            busy = [c for c in range(m.n_cpus) if nr[c] and sum(1 for s in self._core_of[c] if nr[s]) > 1]
-            if busy:
-                self._update_cpus(busy, integrated=True)
-        serving = alive[self.v_thread_active[alive] & np.isfinite(np.asarray(self.t_req_left)[alive])]
-        if serving.size:
-            self._reschedule(serving.tolist())  # times per operation changed: so do request completions
 
     def _refresher(self):
         schedutil = self.machine.spec.governor == "schedutil" and self.f_min < self.f_max

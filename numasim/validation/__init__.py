@@ -1,0 +1,155 @@
+"""The validation suite: published hardware results, their scenarios, and predicted versus published.
+
+Each case (a YAML file in ``numasim/validation/cases/``) is one published figure,
+written as a ratio between two configurations on one machine: a scenario whose
+policy variants are the configurations (a variant's ``set`` changes the machine
+or the workload), the two variants compared (``numerator`` and ``denominator``),
+the metric, the published value with its source and a verbatim quote, and a
+band. The band is what the published figure itself allows (run-to-run spread of
+the measurement), not how good the model is. ``fitted`` names every parameter
+of the case fitted on a published result, and on which one: never this case's.
+
+:func:`run_suite` simulates every side of every case over one pool of worker
+processes and returns one :class:`CaseResult` per case with its error and
+whether it is within its band and on the right side of 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..errors import Problem, ScenarioError
+from ..jobs import Job, run_jobs, worker_count
+from ..model.spec import Spec, Text
+from ..model.yamlfile import read_yaml
+
+__all__ = ["Case", "CaseResult", "load_cases", "run_suite", "suite_json"]
+
+Mechanism = Literal["pinning", "bandwidth", "writes", "mlp", "smt", "coherence", "interconnect", "tiers",
+                    "virtualisation", "load-balancing", "numa-balancing"]
+
+
+class Case(Spec):
+    """One published result (see the module docstring)."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=80)
+    title: Text = Field(max_length=300)
+    mechanism: Mechanism
+    machine_family: Text = Field(max_length=80)
+    source: Text = Field(max_length=500, description="public URL of the publication")
+    quote: Text = Field(max_length=4000, description="the published numbers, verbatim")
+    published: float = Field(gt=0, description="the published ratio numerator / denominator")
+    published_from: Text = Field(max_length=300, description="the arithmetic from the quoted numbers")
+    band_pct: float = Field(gt=0, le=100, description="how far from the published value a prediction is within it, %")
+    fitted: Text = Field(default="", max_length=2000, description="parameters fitted on published results, and on which")
+    notes: Text = Field(default="", max_length=4000)
+    metric: Literal["throughput", "memory_gbps", "locality"] = "throughput"
+    scenario: dict[str, Any]
+    numerator: str = Field(description="label of the variant on top of the ratio")
+    denominator: str = Field(description="label of the variant below")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    id: str
+    source: str
+    machine: str
+    mechanism: str
+    published: float
+    predicted: float
+    error_pct: float
+    band_pct: float
+    within: bool
+    direction_ok: bool
+
+
+def _cases_dir() -> Path:
+    return Path(str(resources.files("numasim.validation") / "cases"))
+
+
+def load_cases(only: list[str] | None = None) -> list[Case]:
+    """The suite's cases, sorted by id; ``only`` keeps those ids (unknown ids are an error)."""
+    cases = []
+    for path in sorted(_cases_dir().glob("*.yaml")):
+        try:
+            cases.append(Case.model_validate(read_yaml(path)))
+        except Exception as exc:  # a broken case file is a bug of numasim, not of the user's input
+            raise ScenarioError(Problem("", f"validation case {path.name}: {exc}"), source=str(path)) from exc
+    if only:
+        known = {c.id for c in cases}
+        unknown = [i for i in only if i not in known]
+        if unknown:
+            raise ScenarioError(Problem("--only", f"no validation case {', '.join(unknown)}; "
+                                                  f"the cases are: {', '.join(sorted(known))}"))
+        cases = [c for c in cases if c.id in only]
+    return cases
+
+
+def _scenario(case: Case):
+    from ..model.scenario import from_dict
+
+    scenario = from_dict(case.scenario, source=f"validation case {case.id}")
+    labels = {v.label for v in scenario.variants}
+    for which in ("numerator", "denominator"):
+        if getattr(case, which) not in labels:
+            raise ScenarioError(Problem(which, f"no variant {getattr(case, which)!r}; the scenario has "
+                                                f"{', '.join(sorted(labels))}"), source=f"validation case {case.id}")
+    return scenario
+
+
+def _measure(case: Case) -> tuple[float, float]:
+    """Simulate ``case``'s two variants (in a worker) and return their metrics."""
+    from ..runner import run
+
+    result = run(_scenario(case), policies=[case.numerator, case.denominator], workers=1, with_sla=False, quiet=True)
+    out = []
+    for label in (case.numerator, case.denominator):
+        value = getattr(result.run(label), case.metric)
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise ScenarioError(Problem(label, f"{case.metric} is {value}: the ratio is undefined"),
+                                source=f"validation case {case.id}")
+        out.append(float(value))
+    return out[0], out[1]
+
+
+def _result(case: Case, num: float, den: float) -> CaseResult:
+    predicted = num / den
+    error = 100.0 * (predicted - case.published) / case.published
+    # Direction: on the same side of 1 as the published ratio (a published tie: a predicted tie, within the band).
+    if abs(case.published - 1.0) * 100 <= case.band_pct:
+        direction = abs(predicted - 1.0) * 100 <= case.band_pct
+    else:
+        direction = (predicted - 1.0) * (case.published - 1.0) > 0
+    return CaseResult(id=case.id, source=case.source, machine=case.machine_family, mechanism=case.mechanism,
+                      published=case.published, predicted=predicted, error_pct=error, band_pct=case.band_pct,
+                      within=abs(error) <= case.band_pct, direction_ok=direction)
+
+
+def run_suite(only: list[str] | None = None, workers: int = 0, on_done=None) -> list[CaseResult]:
+    """Run the cases (all, or ``only`` those ids), in parallel over ``workers`` processes (0: one per CPU)."""
+    cases = load_cases(only)
+    for case in cases:  # every scenario is checked before anything runs
+        _scenario(case)
+    values: dict[str, tuple[float, float]] = {}
+    jobs = [Job(c.id, _measure, (c,), c.id, f"validation case {c.id}") for c in cases]
+
+    def finished(job: Job, out: tuple[float, float]) -> list[Job]:
+        values[job.key] = out
+        if on_done is not None:
+            on_done(job.key)
+        return []
+
+    run_jobs(jobs, max(1, min(worker_count(workers), len(jobs))), finished)
+    return [_result(c, *values[c.id]) for c in cases]
+
+
+def suite_json(results: list[CaseResult]) -> dict[str, Any]:
+    """The suite's results in the documented JSON form (docs/validation.md)."""
+    mape = sum(abs(r.error_pct) for r in results) / len(results) if results else None
+    return {"cases": [asdict(r) for r in results], "mape_pct": mape}
