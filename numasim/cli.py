@@ -230,7 +230,7 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
     out.print(f"MAPE {data['mape_pct']:.1f} % over {len(results)} cases; {sum(r.within for r in results)} within "
               f"their band; {sum(r.direction_ok for r in results)} in the right direction", highlight=False)
     if args.json:
-        write_all({args.json: json.dumps(data, indent=2)})
+        write_all([(args.json, json.dumps(data, indent=2), "--json")])
     return 0 if all(r.within for r in results) else 1
 
 

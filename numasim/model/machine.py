@@ -83,7 +83,9 @@ class MachineSpec(Spec):
     c2c_local_ns: Latency | None = Field(
         default=None, description="latency of a load that hits a line modified in another core's cache on the same socket (MLC --c2c_latency, HITM), ns")
     c2c_remote_ns: Latency | None = Field(
-        default=None, description="the same, from a core on the nearest other socket, ns (default for both: the DRAM latency to the writer's node)")
+        default=None, description="the same, from a core on the nearest other socket, the line homed in the writer's socket, ns (default for both: the DRAM latency to the writer's node)")
+    c2c_remote_reader_homed_ns: Latency | None = Field(
+        default=None, description="the same, the line homed in the reader's socket (a directory's extra trip; MLC reports both), ns (default: c2c_remote_ns)")
     loaded_latency: list[tuple[Bandwidth, Latency]] = Field(min_length=2, description="measured [GB/s, ns] points of latency under load (Intel MLC)")
     loaded_latency_peak_gbps: Bandwidth = Field(description="the peak bandwidth of that measurement, GB/s")
     l2_kib: float = Field(default=256, ge=1, le=2**20, description="L2 cache per core, KiB")
@@ -114,6 +116,8 @@ class MachineSpec(Spec):
             )
         if self.links is not None:
             _socket_routes(self.sockets, self.links)  # raises on a bad socket id or a disconnected graph
+        if self.c2c_remote_reader_homed_ns is not None and self.c2c_remote_ns is None:
+            raise ValueError("c2c_remote_reader_homed_ns needs c2c_remote_ns (the line homed in the writer's socket)")
         if self.bandwidth_1to1_gbps is not None and self.bandwidth_1to1_gbps >= 2 * self.loaded_latency_peak_gbps:
             raise ValueError("bandwidth_1to1_gbps must be less than twice loaded_latency_peak_gbps "
                              "(a write-back cannot cost nothing)")
@@ -340,7 +344,8 @@ class Machine:
     node_memory: NDArray[np.int64]
     node_bandwidth: NDArray[np.float64]
     interconnect: Interconnect
-    c2c: NDArray[np.float64]  # HITM latency, reader node x writer node, ns
+    c2c: NDArray[np.float64]  # HITM latency, reader node x writer node, ns (the line homed with the writer)
+    c2c_not_writer_homed: NDArray[np.float64]  # extra ns, reader x writer, when the line's home is not the writer's node
     curve: LoadedLatencyCurve
     write_cost: float  # DRAM bandwidth one write-back uses, in reads
     core_mlp: float  # misses one core keeps in flight (inf: no limit)
@@ -447,6 +452,9 @@ class Machine:
             node_memory=np.full(n, spec.memory_per_node, dtype=np.int64),
             node_bandwidth=np.full(n, spec.memory_bandwidth_gbps),
             c2c=_c2c(spec, latency, node_socket),
+            c2c_not_writer_homed=np.where(
+                node_socket[:, None] != node_socket[None, :],
+                (spec.c2c_remote_reader_homed_ns or spec.c2c_remote_ns or 0.0) - (spec.c2c_remote_ns or 0.0), 0.0),
         )
         for arr in arrays.values():
             arr.setflags(write=False)

@@ -132,9 +132,11 @@ class Rates:
     def _coherence_ns(self, tids: NDArray[np.int64], cpus: NDArray[np.int64]) -> NDArray[np.float64]:
         """Cache-to-cache stall per operation of ``tids``: each coherence miss finds the line in
         the cache of another working thread of its pod, on a node in proportion to where they run,
-        and costs the machine's HITM latency to that node."""
+        and costs the machine's HITM latency to that node, plus the directory's extra trip when
+        the line's home (where the pod's shared memory is) is not the writer's node."""
         out = np.zeros(tids.size)
-        c2c = self.machine.c2c
+        c2c, extra = self.machine.c2c, self.machine.c2c_not_writer_homed
+        homes = self.memory.distributions(_gather(self.t_shared_rid, tids))
         counts: dict[int, NDArray[np.float64]] = {}
         t_cpu, phase, node_of = self.t_cpu, self.t_phase, self._cpu_node
         for i, (tid, cpu) in enumerate(zip(tids.tolist(), cpus.tolist())):
@@ -154,7 +156,9 @@ class Rates:
                 others[own] -= 1.0
             total = others.sum()
             if total > 0:
-                out[i] = h * float(c2c[own] @ others) / total
+                home = homes[i]
+                cost = c2c[own] + extra[own] * (1.0 - home) if home.any() else c2c[own]
+                out[i] = h * float(cost @ others) / total
         return out
 
     def _set_tau(self, tids: NDArray[np.int64]) -> None:

@@ -1,0 +1,60 @@
+"""The validation suite's harness: case files, the ratio, the CLI and its JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from numasim import validation
+from numasim.cli import main
+from numasim.model.presets import load_preset
+
+
+def test_every_case_file_is_complete_and_runnable():
+    cases = validation.load_cases()
+    assert len(cases) >= 5
+    assert len({c.id for c in cases}) == len(cases)
+    for c in cases:
+        assert c.source.startswith("https://"), c.id
+        assert c.quote and c.published_from, c.id
+        validation._scenario(c)  # validates the scenario and both labels
+
+
+def test_a_write_mix_case_gives_the_closed_form_of_the_model():
+    # At saturation a node carries reads + write_cost x writes = its read bandwidth, so the
+    # bandwidth of a mix with w writes per read, relative to all reads, is (1 + w) / (1 + cost w).
+    (res,) = validation.run_suite(["mlc-3to1-vs-reads-clx"], workers=1)
+    m = load_preset("machines", "cascadelake-8280")
+    cost = 2 * m["loaded_latency_peak_gbps"] / m["bandwidth_1to1_gbps"] - 1
+    assert res.predicted == pytest.approx((1 + 1 / 3) / (1 + cost / 3), rel=0.01)
+    assert res.error_pct == pytest.approx(100 * (res.predicted / res.published - 1))
+    assert res.within == (abs(res.error_pct) <= res.band_pct)
+    assert res.direction_ok  # less than 1, as published
+
+
+def test_cli_writes_the_documented_json_and_exits_by_the_bands(tmp_path, capsys):
+    out = tmp_path / "v.json"
+    code = main(["validation", "--only", "mlc-3to1-vs-reads-clx", "--only", "mlc-2to1-vs-reads-hsw",
+                 "--workers", "1", "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert set(data) == {"cases", "mape_pct"}
+    assert [c["id"] for c in data["cases"]] == ["mlc-2to1-vs-reads-hsw", "mlc-3to1-vs-reads-clx"]
+    keys = {"id", "source", "machine", "mechanism", "published", "predicted", "error_pct", "band_pct", "within",
+            "direction_ok"}
+    assert all(set(c) == keys for c in data["cases"])
+    assert data["mape_pct"] == pytest.approx(sum(abs(c["error_pct"]) for c in data["cases"]) / 2)
+    assert code == (0 if all(c["within"] for c in data["cases"]) else 1)
+    assert "MAPE" in capsys.readouterr().out
+
+
+def test_unknown_case_is_a_clear_error(capsys):
+    assert main(["validation", "--only", "no-such-case"]) == 2
+    err = capsys.readouterr().err
+    assert "no validation case no-such-case" in err and "mlc-3to1-vs-reads-clx" in err
+
+
+def test_list_names_every_case(capsys):
+    assert main(["validation", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(c.id[:20] in out for c in validation.load_cases())
