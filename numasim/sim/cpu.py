@@ -153,8 +153,8 @@ class CpuRuntime:
         ``b`` in overlapped (independent) misses and the rest in dependent misses and
         coherence stalls. With ``k`` busy siblings:
 
-        - the siblings split the core's out-of-order window (Intel and AMD partition
-          the reorder buffer and load queue statically between active threads), so
+        - the siblings split the core's out-of-order window (Hyper-Threading gives each
+          active thread half the reorder, load and store buffers; docs/model.md), so
           each overlaps ``1/k`` of the independent misses it overlaps alone, never
           fewer than one: its overlapped-miss time grows by ``r = mlp / max(1, mlp / k)``;
         - its computing stretches by a factor ``s >= 1`` common to the core: the least
