@@ -247,6 +247,17 @@ class Interconnect:
     path_len: NDArray[np.int64]  # (nodes, nodes)
     socket_hops: NDArray[np.int64]  # (nodes, nodes): socket links crossed
 
+    @functools.cached_property
+    def one_hop(self) -> NDArray[np.int64] | None:
+        """When every link carries exactly one node pair's flow (every 2-socket machine, the
+        default all-pairs graph): the flow column of each link, so that the fixed point can
+        index instead of multiplying by ``route``. Otherwise None."""
+        route = self.route
+        counts = np.diff(route.indptr)
+        if np.any(counts != 1) or np.any(self.path_len > 1):
+            return None
+        return route.indices.astype(np.int64)
+
     @staticmethod
     def direct(bandwidth: NDArray[np.float64]) -> "Interconnect":
         """Every ordered pair of nodes ``(j -> i)`` joined by its own link of ``bandwidth[i, j]`` bytes/ns."""

@@ -116,6 +116,7 @@ def solve_rates(
     local_lat = np.diag(base_latency)
     hop = base_latency - local_lat[None, :]
     route = interconnect.route
+    one_hop = interconnect.one_hop  # each link carries one pair's flow: index, don't multiply
     link_bw = interconnect.bandwidth
     path_len = np.maximum(interconnect.path_len, 1).astype(float)
     onehot = np.zeros((t, n))
@@ -134,8 +135,15 @@ def solve_rates(
     u = node_load / node_bandwidth
     v = np.zeros(len(link_bw))
     it = 0
+    def path_multiplier(y: NDArray[np.float64]) -> NDArray[np.float64]:
+        if one_hop is not None:
+            flat = np.ones(n * n)
+            flat[one_hop] = y
+            return flat.reshape(n, n)
+        return (route.T @ y).reshape(n, n) / path_len
+
     for it in range(1, max_iter + 1):
-        ymat = (route.T @ y).reshape(n, n) / path_len
+        ymat = path_multiplier(y)
         lmat = local_lat[None, :] * x[None, :] + hop * ymat
         lat = np.einsum("tn,tn->t", inp.access, lmat[inp.cpu_node]) if t else lat
         tau = inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
@@ -150,7 +158,7 @@ def solve_rates(
             node_load = node_load + wb.sum(axis=0)
             demand = demand + write_cost * wb.sum(axis=0)
         u = demand / node_bandwidth
-        v = (route @ flow.ravel()) / link_bw
+        v = (flow.ravel()[one_hop] if one_hop is not None else route @ flow.ravel()) / link_bw
         tx = np.minimum(np.maximum(curve(u), x * u), _MAX_MULTIPLIER)
         ty = np.minimum(np.maximum(curve(v), y * v), _MAX_MULTIPLIER)
         err = np.max(np.abs(np.log(tx / x)))
@@ -160,8 +168,7 @@ def solve_rates(
         y = np.sqrt(y * ty)
         if err < tol:
             break
-    ymat = (route.T @ y).reshape(n, n) / path_len
-    lmat = local_lat[None, :] * x[None, :] + hop * ymat
+    lmat = local_lat[None, :] * x[None, :] + hop * path_multiplier(y)
     return RateSolution(
         rate=rate,
         latency=lat,
