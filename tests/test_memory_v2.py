@@ -191,3 +191,57 @@ def test_bad_links_are_refused(links, message):
 def test_write_cost_from_the_mlc_mix():
     assert _machine(remote_latency_ns=130.0).write_cost == 1.0
     assert _machine(remote_latency_ns=130.0, bandwidth_1to1_gbps=40.0).write_cost == pytest.approx(1.5)
+
+
+CXL = {"socket": 0, "memory": "64GiB", "latency_ns": 250.0, "bandwidth_gbps": 20.0}
+
+
+def test_a_cpu_less_node_with_nothing_on_it_changes_nothing():
+    plain = small_scenario(duration="2s", policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"},
+                                                    {"label": "esxi", "policy": "esxi"}])
+    with_cxl = small_scenario(duration="2s", policies=plain["policies"])
+    with_cxl["machine"]["memory_nodes"] = [CXL]
+    a, b = run_small(plain), run_small(with_cxl)
+    for label in ("cfs", "numactl", "esxi"):
+        assert b.run(label).throughput == pytest.approx(a.run(label).throughput, rel=1e-6), label
+        assert b.run(label).pods[0].memory_per_node_bytes[2] == 0
+
+
+def test_memory_bound_to_a_cxl_node_pays_its_latency():
+    m = load_preset("machines", "pacific-broadwell")
+    local = _tput(_one_pod(CHASE, memory_nodes=[CXL]))
+    cxl = _tput(_one_pod(CHASE, memnode=2, memory_nodes=[CXL]))
+    compute = 10 / m["frequency_ghz"]
+    assert local / cxl == pytest.approx((compute + 250.0) / (compute + m["local_latency_ns"]), rel=0.01)
+    # From the other socket the CXL node is as far again as the other socket's DRAM.
+    far = _tput(_one_pod(CHASE, cpunode=1, memnode=2, memory_nodes=[CXL]))
+    extra = m["remote_latency_ns"] - m["local_latency_ns"]
+    assert cxl / far == pytest.approx((compute + 250.0 + extra) / (compute + 250.0), rel=0.01)
+
+
+def test_a_cpu_less_node_cannot_take_cpus():
+    data = _one_pod(CHASE, cpunode=2, memory_nodes=[CXL])
+    with pytest.raises(numasim.ScenarioError, match="node 2 has no CPUs"):
+        numasim.from_dict(data)
+
+
+def _interleaved(nodes: list[int], weights: dict | None = None, **machine: Any) -> float:
+    stream = {**STREAMY, "mlp": 32, "cycles_per_op": 1}
+    data = small_scenario(
+        workloads={"w": stream},
+        pods=[{"name": "p", "threads": 4, "memory": "1GiB", "profile": "w"}],
+        policies=[{"label": "n", "policy": "numactl", "options": {
+            "cpunodebind": [[0]], "interleave": [nodes], **({"interleave_weights": weights} if weights else {})}}],
+        duration="1s", warmup="500ms",
+    )
+    data["machine"].update(memory_nodes=[{**CXL, "bandwidth_gbps": 4.0}], memory_bandwidth_gbps=8.0, **machine)
+    return run_small(data).run("n").memory_gbps
+
+
+def test_interleaving_onto_cxl_adds_its_bandwidth_in_proportion_to_the_weights():
+    dram = _interleaved([0])
+    even = _interleaved([0, 2])
+    weighted = _interleaved([0, 2], {0: 2, 2: 1})
+    assert dram == pytest.approx(8.0, rel=0.03)  # DRAM alone saturates
+    assert even == pytest.approx(8.0, rel=0.05)  # 1:1: the 4 GB/s CXL node caps its half, DRAM carries as much
+    assert weighted == pytest.approx(12.0, rel=0.05)  # 2:1 matches the bandwidths: both saturate

@@ -20,7 +20,7 @@ from scipy.optimize import curve_fit
 
 from ..units import parse_size
 
-__all__ = ["MachineSpec", "LinkSpec", "Machine", "Interconnect", "LoadedLatencyCurve", "parse_cpulist"]
+__all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "Interconnect", "LoadedLatencyCurve", "parse_cpulist"]
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -39,6 +39,30 @@ class LinkSpec(Spec):
 
     sockets: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(description="the two sockets it joins")
     gbps: Bandwidth = Field(description="bandwidth per direction, GB/s; links listed twice between one pair add up")
+
+
+class MemoryNodeSpec(Spec):
+    """A NUMA node with memory and no CPUs: a CXL memory expander, HBM, persistent memory."""
+
+    kind: Literal["cxl", "hbm", "pmem", "dram"] = Field(default="cxl", description="what the memory is (for tables)")
+    socket: int = Field(ge=0, description="the socket it is attached to")
+    memory: Size = Field(gt=0, le=2**50, description="its capacity, e.g. 256GiB")
+    latency_ns: Latency = Field(description="idle latency from the CPUs of the socket it is attached to, ns")
+    bandwidth_gbps: Bandwidth = Field(description="read bandwidth, GB/s")
+    slit: int | None = Field(default=None, ge=11, le=254, description="ACPI SLIT distance from its socket's nodes (default: 10 x latency ratio)")
+    loaded_latency: list[tuple[Bandwidth, Latency]] | None = Field(
+        default=None, min_length=2, description="its own measured [GB/s, ns] loaded-latency points (default: the DRAM curve)")
+    loaded_latency_peak_gbps: Bandwidth | None = Field(default=None, description="the peak bandwidth of that measurement")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MemoryNodeSpec":
+        if (self.loaded_latency is None) != (self.loaded_latency_peak_gbps is None):
+            raise ValueError("give loaded_latency and loaded_latency_peak_gbps together")
+        if self.loaded_latency is not None:
+            bws = [p[0] for p in self.loaded_latency]
+            if any(b2 <= b1 for b1, b2 in zip(bws, bws[1:])) or max(bws) > self.loaded_latency_peak_gbps * 1.0001:
+                raise ValueError("loaded_latency points must have increasing bandwidth, up to loaded_latency_peak_gbps")
+        return self
 
 
 class MachineSpec(Spec):
@@ -77,6 +101,9 @@ class MachineSpec(Spec):
     links: list[LinkSpec] | None = Field(
         default=None, max_length=65_536,
         description="the interconnect as a graph: one entry per link between two sockets; traffic takes the fewest hops (default: every pair of sockets linked directly at interconnect_gbps)")
+    memory_nodes: list[MemoryNodeSpec] = Field(
+        default_factory=list, max_length=64,
+        description="NUMA nodes with memory and no CPUs (CXL expanders, HBM), numbered after the CPU nodes")
     core_mlp: float | None = Field(
         default=None, ge=1, le=1024,
         description="cache misses one core keeps in flight (its fill buffers / L2 miss queue): the most any thread overlaps (default: no limit)")
@@ -95,6 +122,7 @@ class MachineSpec(Spec):
 
     @property
     def n_nodes(self) -> int:
+        """NUMA nodes with CPUs (the CPU-less ``memory_nodes`` are numbered after them)."""
         return self.sockets * self.nodes_per_socket
 
     @property
@@ -114,6 +142,10 @@ class MachineSpec(Spec):
                 "matrix), not both; or give only slit, and latencies are local_latency_ns x slit / 10; "
                 "or give links and hop_latency_ns, and each link crossed adds hop_latency_ns"
             )
+        for k, mn in enumerate(self.memory_nodes):
+            if mn.socket >= self.sockets:
+                raise ValueError(f"memory_nodes[{k}] is attached to socket {mn.socket}, but the machine has "
+                                 f"sockets 0-{self.sockets - 1}")
         if self.links is not None:
             _socket_routes(self.sockets, self.links)  # raises on a bad socket id or a disconnected graph
         if self.c2c_remote_reader_homed_ns is not None and self.c2c_remote_ns is None:
@@ -165,8 +197,8 @@ class LoadedLatencyCurve:
     latency and peak bandwidth. At ``u = 1`` the multiplier is ``1 + a``.
     """
 
-    a: float
-    b: float
+    a: float | NDArray[np.float64]  # arrays: one curve per memory node
+    b: float | NDArray[np.float64]
 
     def __call__(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
         return 1.0 + self.a * np.clip(u, 0.0, 1.0) ** self.b
@@ -335,6 +367,39 @@ def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray
     return c2c
 
 
+def _with_memory_nodes(spec: "MachineSpec", latency, distance, node_socket):
+    """Latency and distance matrices and node sockets extended by the CPU-less ``memory_nodes``.
+
+    A memory node's latency from a CPU node is its latency from its own socket plus what
+    the CPU node's DRAM latency to the nearest node of that socket adds over that node's
+    local latency (the same extra hops); its SLIT distance likewise. Rows of memory nodes
+    (no CPU reads from them) mirror their columns.
+    """
+    c = len(latency)
+    total = c + len(spec.memory_nodes)
+    lat = np.zeros((total, total))
+    dist = np.zeros((total, total), dtype=np.int64)
+    lat[:c, :c] = latency
+    dist[:c, :c] = distance
+    sock = np.concatenate([node_socket, [mn.socket for mn in spec.memory_nodes]]).astype(np.int64)
+    for k, mn in enumerate(spec.memory_nodes):
+        m = c + k
+        near = [j for j in range(c) if sock[j] == mn.socket]
+        own = mn.slit if mn.slit is not None else max(11, int(round(10.0 * mn.latency_ns / latency[near[0], near[0]])))
+        for i in range(c):
+            j = min(near, key=lambda j: (latency[i, j], j))
+            lat[i, m] = mn.latency_ns + latency[i, j] - latency[j, j]
+            dist[i, m] = own + distance[i, j] - 10
+        lat[m, m], dist[m, m] = mn.latency_ns, 10
+    for m in range(c, total):
+        anchor = min((j for j in range(c) if sock[j] == sock[m]), key=lambda j: j)
+        for i in range(total):
+            if i != m:
+                lat[m, i] = lat[i, m] if i < c else lat[anchor, i]
+                dist[m, i] = dist[i, m] if i < c else dist[anchor, i]
+    return lat, dist, sock
+
+
 @dataclass(frozen=True, eq=False)
 class Machine:
     """A machine, derived from a :class:`MachineSpec`; all arrays are read-only.
@@ -357,7 +422,8 @@ class Machine:
     interconnect: Interconnect
     c2c: NDArray[np.float64]  # HITM latency, reader node x writer node, ns (the line homed with the writer)
     c2c_not_writer_homed: NDArray[np.float64]  # extra ns, reader x writer, when the line's home is not the writer's node
-    curve: LoadedLatencyCurve
+    curve: LoadedLatencyCurve  # DRAM's, also the interconnect links'
+    node_curve: LoadedLatencyCurve  # per memory node (arrays a, b): DRAM's, or a CPU-less node's own
     write_cost: float  # DRAM bandwidth one write-back uses, in reads
     core_mlp: float  # misses one core keeps in flight (inf: no limit)
 
@@ -384,6 +450,11 @@ class Machine:
     @property
     def smt(self) -> bool:
         return self.spec.smt
+
+    @functools.cached_property
+    def cpu_nodes(self) -> tuple[int, ...]:
+        """The nodes that have CPUs (the others are memory only: CXL, HBM)."""
+        return tuple(k for k, cpus in enumerate(self.node_cpus) if len(cpus))
 
     def cpus_of_nodes(self, nodes: list[int] | tuple[int, ...]) -> frozenset[int]:
         """The OS CPU ids of the given nodes."""
@@ -442,6 +513,22 @@ class Machine:
             distance = np.rint(10.0 * latency / np.diag(latency)[:, None]).astype(np.int64)
             np.fill_diagonal(distance, 10)
 
+        node_memory = np.full(n, spec.memory_per_node, dtype=np.int64)
+        node_bandwidth = np.full(n, spec.memory_bandwidth_gbps)
+        curve = LoadedLatencyCurve.fit(
+            tuple((float(b), float(l)) for b, l in spec.loaded_latency), spec.loaded_latency_peak_gbps
+        )
+        node_curves = [curve] * n
+        if spec.memory_nodes:
+            latency, distance, node_socket = _with_memory_nodes(spec, latency, distance, node_socket)
+            node_memory = np.concatenate([node_memory, [mn.memory for mn in spec.memory_nodes]]).astype(np.int64)
+            node_bandwidth = np.concatenate([node_bandwidth, [mn.bandwidth_gbps for mn in spec.memory_nodes]])
+            node_cpus = node_cpus + tuple(np.zeros(0, dtype=np.int64) for _ in spec.memory_nodes)
+            node_curves += [curve if mn.loaded_latency is None else LoadedLatencyCurve.fit(
+                tuple((float(b), float(l)) for b, l in mn.loaded_latency), mn.loaded_latency_peak_gbps)
+                for mn in spec.memory_nodes]
+        node_curve = LoadedLatencyCurve(np.array([c.a for c in node_curves]), np.array([c.b for c in node_curves]))
+
         interconnect = _interconnect(spec, node_socket)
         for arr in (interconnect.ends, interconnect.bandwidth, interconnect.path_len, interconnect.socket_hops):
             arr.setflags(write=False)
@@ -450,9 +537,6 @@ class Machine:
         peak, mixed = spec.loaded_latency_peak_gbps, spec.bandwidth_1to1_gbps
         write_cost = 1.0 if mixed is None else 2.0 * peak / mixed - 1.0
 
-        curve = LoadedLatencyCurve.fit(
-            tuple((float(b), float(l)) for b, l in spec.loaded_latency), spec.loaded_latency_peak_gbps
-        )
         arrays = dict(
             cpu_node=cpu_node,
             cpu_socket=cpu_socket,
@@ -460,8 +544,8 @@ class Machine:
             node_socket=node_socket,
             latency=latency,
             distance=distance,
-            node_memory=np.full(n, spec.memory_per_node, dtype=np.int64),
-            node_bandwidth=np.full(n, spec.memory_bandwidth_gbps),
+            node_memory=node_memory,
+            node_bandwidth=node_bandwidth,
             c2c=_c2c(spec, latency, node_socket),
             c2c_not_writer_homed=np.where(
                 node_socket[:, None] != node_socket[None, :],
@@ -471,7 +555,8 @@ class Machine:
             arr.setflags(write=False)
         for arr in node_cpus:
             arr.setflags(write=False)
-        return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, interconnect=interconnect,
+        return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, node_curve=node_curve,
+                   interconnect=interconnect,
                    write_cost=write_cost, core_mlp=float(spec.core_mlp or np.inf), **arrays)
 
 

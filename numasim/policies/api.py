@@ -73,11 +73,14 @@ class MemPolicy:
     falls back to the nearest node with free memory; ``preferred`` tries
     ``nodes[0]`` first, then falls back by distance; ``bind`` allocates only
     from ``nodes`` (nearest first) and fails when they are full;
-    ``interleave`` spreads pages round-robin over ``nodes``.
+    ``interleave`` spreads pages round-robin over ``nodes``; with ``weights`` (one
+    per node, as in /sys/kernel/mm/mempolicy/weighted_interleave/nodeN since Linux
+    6.9) node ``nodes[k]`` takes ``weights[k]`` pages in each round.
     """
 
     kind: Literal["local", "preferred", "bind", "interleave"] = "local"
     nodes: tuple[int, ...] = ()
+    weights: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,9 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     llc_key = m.cpu_node if per_socket_nodes > 1 else m.cpu_socket
     cand.append(("MC", spans_by(llc_key), dict(pct=opts["imbalance_pct_mc"], tries=opts["cache_nice_tries_mc"], numa=False, llc=True)))
     cand.append(("PKG", spans_by(m.cpu_socket), dict(pct=opts["imbalance_pct_mc"], tries=1, numa=False, llc=False)))
-    dists = sorted(set(int(d) for d in np.unique(m.distance)) - {10})
+    # Levels from the distances between nodes with CPUs (sched_init_numa skips CPU-less nodes).
+    with_cpus = list(m.cpu_nodes)
+    dists = sorted(set(int(d) for d in np.unique(m.distance[np.ix_(with_cpus, with_cpus)])) - {10})
     for d in dists:
         near = m.distance <= d
         by_node = [frozenset(np.flatnonzero(near[n][m.cpu_node]).tolist()) for n in range(m.n_nodes)]

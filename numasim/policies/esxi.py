@@ -83,7 +83,9 @@ class ESXi(Policy):
         m = machine
         per_core = m.spec.threads_per_core if (m.smt and options.prefer_ht) else 1
         self.client_size = m.spec.cores_per_node * per_core
-        self.node_capacity = np.array([m.spec.cores_per_node for _ in range(m.n_nodes)], dtype=float)
+        # Cores per node; a memory-only node (CXL) has none and is never a home node.
+        self.node_capacity = np.array([m.spec.cores_per_node if n in m.cpu_nodes else np.inf
+                                       for n in range(m.n_nodes)], dtype=float)
         self._next: int | None = None
         self._last_tick = 0
         self._last_runnable: dict[int, float] = {}
@@ -129,7 +131,7 @@ class ESXi(Policy):
         tids = list(pod.tids)
         affinity: list[frozenset[int]] = []
         for size in sizes:
-            cands = [n for n in range(m.n_nodes) if n not in homes] or list(range(m.n_nodes))
+            cands = [n for n in m.cpu_nodes if n not in homes] or list(m.cpu_nodes)
             home = min(cands, key=lambda n: ((demand[n] + size) / self.node_capacity[n], -free[n], n))
             homes.append(home)
             demand[home] += size
@@ -174,7 +176,8 @@ class ESXi(Policy):
         return out
 
     def _spread(self, loads: np.ndarray) -> float:
-        return float(loads.max() - loads.min())
+        homes = loads[list(self.machine.cpu_nodes)]
+        return float(homes.max() - homes.min())
 
     def _numa_rebalance(self, sim: "View") -> tuple[_Client, int] | None:
         demand = self._demand(sim)
@@ -182,7 +185,8 @@ class ESXi(Policy):
         spread = self._spread(loads)
         movable = [(i, c) for i, c in enumerate(self.clients) if not c.wide and demand[i] > 0]
         if spread > self.o.mig_imbalance_threshold:
-            src, dst = int(np.argmax(loads)), int(np.argmin(loads))
+            homes = self.machine.cpu_nodes  # a memory-only node is never a home
+            src, dst = max(homes, key=lambda n: (loads[n], -n)), min(homes, key=lambda n: (loads[n], n))
             best = None
             mem = sim.pod_memory()
             for i, c in movable:
@@ -206,7 +210,7 @@ class ESXi(Policy):
             if held.sum() <= 0:
                 continue
             local = held[c.home] / held.sum()
-            target = int(np.argmax(held))
+            target = max(self.machine.cpu_nodes, key=lambda n: (held[n], -n))
             if local >= self.o.locality_threshold or target == c.home:
                 continue
             n = demand[i]

@@ -125,9 +125,10 @@ class K8s(CFS):
         return frozenset(range(self.machine.n_cpus)) - used
 
     def _masks(self):
-        n = self.machine.n_nodes
-        for k in range(1, n + 1):
-            for combo in itertools.combinations(range(n), k):
+        """Node sets a hint can name: of nodes with CPUs (a memory-only node has no CPU to align with)."""
+        nodes = self.machine.cpu_nodes
+        for k in range(1, len(nodes) + 1):
+            for combo in itertools.combinations(nodes, k):
                 yield frozenset(combo)
 
     def _hints(self, need_cpus: int | None, need_mem: int | None, single: bool) -> list[tuple[frozenset[int], bool]]:
@@ -153,7 +154,7 @@ class K8s(CFS):
         if single:
             providers = [{mk: p for mk, p in prov.items() if len(mk) == 1} for prov in providers]
         if not providers:
-            return [(frozenset(range(m.n_nodes)), True)]
+            return [(frozenset(m.cpu_nodes), True)]
         merged: dict[frozenset[int], bool] = {}
         for combo in itertools.product(*[list(p.items()) for p in providers]):
             mask = frozenset.intersection(*[mk for mk, _ in combo])

@@ -346,8 +346,8 @@ class NumaBalancing:
         task.membuf[:] = 0
         task.cpubuf[:] = 0
         faults = g.mem if g is not None else task.mem.sum(axis=1)
-        if faults.max() > 0:
-            task.preferred = int(np.argmax(faults))
+        if faults.max() > 0:  # only a node with CPUs can be preferred (task_numa_placement skips !N_CPU nodes)
+            task.preferred = max(self.m.cpu_nodes, key=lambda n: (faults[n], -n))
         self._update_period(task, tid, sim, buf_shared, buf_private)
 
     def _update_period(self, task: _Task, tid: int, sim: "View", shared: float, private: float) -> None:

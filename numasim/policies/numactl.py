@@ -13,7 +13,7 @@ inside the allowed CPUs is CFS.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Annotated, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, StrictInt, model_validator
@@ -41,6 +41,10 @@ class NumactlOptions(CFSOptions):
         default=None, description="--preferred: 'auto' or a node per pod, cycled")
     interleave: Literal["all", "auto"] | NodeLists | None = Field(
         default=None, description="--interleave: 'all', 'auto' or node lists")
+    interleave_weights: dict[StrictInt, Annotated[int, Field(ge=1, le=255)]] | None = Field(
+        default=None,
+        description="with interleave: --weighted-interleave, pages per round for each node "
+                    "(/sys/kernel/mm/mempolicy/weighted_interleave/nodeN, Linux 6.9+; unlisted nodes 1)")
 
     @model_validator(mode="before")
     @classmethod
@@ -51,6 +55,8 @@ class NumactlOptions(CFSOptions):
 
     @model_validator(mode="after")
     def _check(self) -> "NumactlOptions":
+        if self.interleave_weights is not None and self.interleave is None:
+            raise ValueError("interleave_weights needs interleave (the nodes to interleave over)")
         given = [k for k in ("membind", "preferred", "interleave") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of membind, preferred and interleave, got {', '.join(given)}")
@@ -70,18 +76,21 @@ class NodePacker:
         self.memory = np.zeros(machine.n_nodes)
 
     def choose(self, cpus: float, memory: int) -> tuple[int, ...]:
+        """Nodes with CPUs only: a CPU-less memory node is never chosen automatically."""
         m = self.machine
-        per_node_cpus = len(m.node_cpus[0])
-        k = max(math.ceil(cpus / per_node_cpus), math.ceil(memory / int(m.node_memory[0])), 1)
-        k = min(k, m.n_nodes)
-        load = self.committed / np.array([len(c) for c in m.node_cpus])
+        nodes_with_cpus = m.cpu_nodes
+        first_node = nodes_with_cpus[0]
+        per_node_cpus = len(m.node_cpus[first_node])
+        k = max(math.ceil(cpus / per_node_cpus), math.ceil(memory / int(m.node_memory[first_node])), 1)
+        k = min(k, len(nodes_with_cpus))
+        load = self.committed / np.array([max(len(c), 1) for c in m.node_cpus])
         free = m.node_memory - self.memory
-        order = sorted(range(m.n_nodes), key=lambda n: (round(load[n], 9), -free[n], n))
+        order = sorted(nodes_with_cpus, key=lambda n: (round(load[n], 9), -free[n], n))
         first = order[0]
         if k == 1:
             nodes = (first,)
         else:
-            near = sorted(range(m.n_nodes), key=lambda n: (m.distance[first, n], round(load[n], 9), n))
+            near = sorted(nodes_with_cpus, key=lambda n: (m.distance[first, n], round(load[n], 9), n))
             nodes = tuple(sorted(near[:k]))
         for n in nodes:
             self.committed[n] += cpus / len(nodes)
@@ -89,14 +98,18 @@ class NodePacker:
         return nodes
 
 
-def _check_nodes(value: Any, key: str, n_nodes: int) -> list[Problem]:
+def _check_nodes(value: Any, key: str, machine) -> list[Problem]:
     out: list[Problem] = []
+    n_nodes = machine.n_nodes
     if isinstance(value, list):
         for i, item in enumerate(value):
             for j, node in enumerate(item if isinstance(item, list) else [item]):
+                path = f"{key}[{i}]" + (f"[{j}]" if isinstance(item, list) else "")
                 if not 0 <= node < n_nodes:
-                    path = f"{key}[{i}]" + (f"[{j}]" if isinstance(item, list) else "")
                     out.append(Problem(path, f"node {node} does not exist; nodes are 0-{n_nodes - 1}"))
+                elif key == "cpunodebind" and node not in machine.cpu_nodes:
+                    out.append(Problem(path, f"node {node} has no CPUs (a memory-only node); nodes with CPUs are "
+                                             f"{', '.join(map(str, machine.cpu_nodes))}"))
     return out
 
 
@@ -116,7 +129,10 @@ class Numactl(CFS):
     def check(cls, options, machine, pods) -> list[Problem]:
         out: list[Problem] = []
         for key in ("cpunodebind", "membind", "preferred", "interleave"):
-            out += _check_nodes(getattr(options, key), key, machine.n_nodes)
+            out += _check_nodes(getattr(options, key), key, machine)
+        for node in options.interleave_weights or {}:
+            if not 0 <= node < machine.n_nodes:
+                out.append(Problem(f"interleave_weights.{node}", f"node {node} does not exist; nodes are 0-{machine.n_nodes - 1}"))
         return out
 
     def admit(self, pod: "PodView", sim: "View") -> Admission:
@@ -128,7 +144,7 @@ class Numactl(CFS):
         def pick(value):
             if value == "auto":
                 return auto
-            if value == "all":
+            if value == "all":  # every node with memory, CPU-less ones included, as numactl --interleave=all
                 return tuple(range(self.machine.n_nodes))
             if isinstance(value, list):
                 item = value[k % len(value)]
@@ -145,7 +161,9 @@ class Numactl(CFS):
         elif o.preferred is not None:
             mp = MemPolicy("preferred", pick(o.preferred)[:1])
         elif o.interleave is not None:
-            mp = MemPolicy("interleave", pick(o.interleave))
+            nodes = pick(o.interleave)
+            weights = tuple(o.interleave_weights.get(n, 1) for n in nodes) if o.interleave_weights else ()
+            mp = MemPolicy("interleave", nodes, weights)
         else:
             mp = MemPolicy()
         return Admission(affinity=affinity, mempolicy=mp, info={"nodes": list(cpu_nodes or ())})

@@ -57,6 +57,10 @@ class Decisions:
                               f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
         if mp.kind in ("bind", "interleave") and not mp.nodes:
             raise PolicyError(self.policy.name, self.now, decision, f"memory policy {mp.kind} needs nodes")
+        if mp.weights and (mp.kind != "interleave" or len(mp.weights) != len(mp.nodes)
+                           or any(not 1 <= w <= 255 for w in mp.weights)):
+            raise PolicyError(self.policy.name, self.now, decision,
+                              "memory policy weights: one per interleaved node, each 1-255")
 
     def _check_place(self, tid: int, cpu: int, decision: object) -> None:
         if not 0 <= cpu < self.machine.n_cpus:

@@ -108,7 +108,8 @@ class Memory:
     def _order(self, policy: MemPolicy, cpu_node: int, index: int) -> list[int]:
         """Nodes to try, in order, for chunk ``index`` touched from ``cpu_node``."""
         if policy.kind == "interleave" and policy.nodes:
-            first = policy.nodes[index % len(policy.nodes)]
+            cycle = _interleave_cycle(policy)
+            first = cycle[index % len(cycle)]
             return [first] + [n for n in self._by_distance[first] if n != first]
         if policy.kind == "bind":
             return [n for n in self._by_distance[cpu_node] if n in policy.nodes]
@@ -201,3 +202,10 @@ class Memory:
         self.used -= self._placed[rid]
         self._placed[rid, :] = 0
         self.regions[rid].node[:] = -1
+
+
+def _interleave_cycle(policy: MemPolicy) -> tuple[int, ...]:
+    """One round of an interleave policy: each node once, or ``weights[k]`` times (weighted interleave)."""
+    if not policy.weights:
+        return policy.nodes
+    return tuple(n for n, w in zip(policy.nodes, policy.weights) for _ in range(w))

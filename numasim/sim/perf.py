@@ -87,6 +87,7 @@ def solve_rates(
     interconnect: Interconnect,
     curve: LoadedLatencyCurve,
     write_cost: float = 1.0,
+    node_curve: LoadedLatencyCurve | None = None,
     tol: float = 1e-7,
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
@@ -105,7 +106,8 @@ def solve_rates(
     interconnect
         The links, their bandwidth (bytes/ns per direction) and every flow's route.
     curve
-        Loaded-latency multiplier as a function of utilisation.
+        Loaded-latency multiplier as a function of utilisation (the links', and the
+        memory nodes' unless ``node_curve`` gives one per node).
     write_cost
         Memory bandwidth a write-back uses, in reads.
     x0, y0
@@ -115,6 +117,7 @@ def solve_rates(
     t = len(inp.cpu_node)
     local_lat = np.diag(base_latency)
     hop = base_latency - local_lat[None, :]
+    ncurve = curve if node_curve is None else node_curve
     route = interconnect.route
     one_hop = interconnect.one_hop  # each link carries one pair's flow: index, don't multiply
     link_bw = interconnect.bandwidth
@@ -159,7 +162,7 @@ def solve_rates(
             demand = demand + write_cost * wb.sum(axis=0)
         u = demand / node_bandwidth
         v = (flow.ravel()[one_hop] if one_hop is not None else route @ flow.ravel()) / link_bw
-        tx = np.minimum(np.maximum(curve(u), x * u), _MAX_MULTIPLIER)
+        tx = np.minimum(np.maximum(ncurve(u), x * u), _MAX_MULTIPLIER)
         ty = np.minimum(np.maximum(curve(v), y * v), _MAX_MULTIPLIER)
         err = np.max(np.abs(np.log(tx / x)))
         if len(y):

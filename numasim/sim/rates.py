@@ -90,7 +90,8 @@ class Rates:
             node = self._cpu_node[self.t_cpu[tid]]
             mp = self.pods[self.t_pod[tid]].mempolicy
             if mp.kind == "interleave":
-                out[i, list(mp.nodes)] = 1.0 / len(mp.nodes)
+                weights = np.asarray(mp.weights or [1] * len(mp.nodes), dtype=float)
+                out[i, list(mp.nodes)] = weights / weights.sum()
             elif mp.kind == "preferred" and mp.nodes:
                 out[i, mp.nodes[0]] = 1.0
             elif mp.kind == "bind":
@@ -247,7 +248,7 @@ class Rates:
             writes=writes,
             coherence_ns=coherence,
         )
-        sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost,
+        sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
                           x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
