@@ -261,11 +261,12 @@ def _cmd_machines(out: Console) -> int:
 
 def _cmd_workloads(out: Console) -> int:
     t = Table(title="workload presets")
-    for col in ("name", "cycles/op", "LLC misses/op", "MLP", "shared", "description"):
+    for col in ("name", "cycles/op", "LLC misses/op", "MLP", "dependent", "writes/miss", "shared", "description"):
         t.add_column(col)
     for name in preset_names("workloads"):
         w = load_preset("workloads", name)
         t.add_row(name, f"{w['cycles_per_op']:g}", f"{w['llc_misses_per_op']:g}", f"{w.get('mlp', 1):g}",
+                  f"{w.get('dependent_fraction', 0):g}", f"{w.get('write_fraction', 0):.2g}",
                   f"{w.get('shared_fraction', 1):g}", w.get("description", ""))
     out.print(t)
     return 0
