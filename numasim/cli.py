@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import traceback
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                    "and the other latency_* statistics for request-driven pods), then the variant's columns prefixed "
                    "run_ (run_throughput, run_relative_throughput, run_locality, ...)")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field, e.g. machine.smt=true or pods.0.replicas=4")
+    r.add_argument("--machine", metavar="FILE_OR_PRESET", help="replace the scenario's machine: a preset name or a machine file (numasim machine import writes one); --set machine.* still applies")
     r.add_argument("--workers", type=int, default=0, help="processes for policy variants (default: one per CPU)")
     r.add_argument("--max-work", type=float, default=DEFAULT_MAX_WORK_S, metavar="SECONDS",
                    help=f"refuse a run estimated to take more CPU seconds in all (default {DEFAULT_MAX_WORK_S:g}; "
@@ -76,6 +78,21 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--json", metavar="FILE", help="write the results as JSON ({cases: [...], mape_pct})")
     val.add_argument("--workers", type=int, default=0, help="processes (default: one per CPU)")
     val.add_argument("--list", action="store_true", help="list the cases and exit")
+
+    mach = sub.add_parser("machine", help="machine files: import one from a real machine's outputs")
+    msub = mach.add_subparsers(dest="machine_command", required=True)
+    imp = msub.add_parser(
+        "import", help="write a machine file from numactl -H, lscpu, hwloc XML, sysfs and Intel MLC outputs",
+        description="Read each FILE, recognised by its content: the output of numactl -H, lscpu (plain, -p or -e), "
+                    "lstopo --of xml, Intel MLC (--latency_matrix, --bandwidth_matrix, --loaded_latency, "
+                    "--max_bandwidth, --c2c_latency; several in one file are fine), or a copy of /sys/devices/system "
+                    "(a directory or a tarball). Write a machine file whose sources say where every value came from; "
+                    "what no input gives is taken from the closest preset and marked guessed, with a warning. "
+                    "Example: numactl -H > n.txt; lscpu -p > p.txt; numasim machine import n.txt p.txt -o mine.yaml; "
+                    "numasim run scenarios/pacific.yaml --machine mine.yaml")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("-o", "--output", required=True, metavar="FILE", help="the machine file to write (YAML)")
+    imp.add_argument("--name", help="the machine's name (default: the CPU model, if an input gives it)")
 
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
@@ -146,7 +163,7 @@ def _pods_csv(result: RunResult) -> str:
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
-    scenario = load(args.scenario, args.set)
+    scenario = load(args.scenario, args.set, machine=_machine_arg(args.machine))
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
     for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):
@@ -197,6 +214,36 @@ def _cmd_validate(args, out: Console) -> int:
               f"{sum(p.replicas for p in s.pods)} pods, {len(s.variants)} policy variants "
               f"({', '.join(v.label for v in s.variants)})", markup=False, highlight=False)
     out.print(f"estimated cost: {estimate(s, list(s.variants), None, True).describe()}", highlight=False)
+    return 0
+
+
+def _machine_arg(value: str | None):
+    """--machine: a preset name as is, or the data of a machine file."""
+    if value is None or value in preset_names("machines"):
+        return value
+    from .model.yamlfile import read_yaml
+
+    if not os.path.exists(value):
+        raise ScenarioError(Problem("--machine", f"{value!r} is neither a machine preset ({', '.join(preset_names('machines'))}) "
+                                                 "nor a file"))
+    return read_yaml(Path(value))
+
+
+def _cmd_machine(args, out: Console, err: Console) -> int:
+    from .importers.machine import import_machine
+    import yaml
+
+    target = check_target(args.output, f"-o {args.output}", tuple(args.files))
+    spec, warnings = import_machine(args.files, args.name)
+    header = ("# Written by `numasim machine import " + " ".join(Path(f).name for f in args.files) + "`.\n"
+              "# Every value says where it came from under sources:; values marked guessed come from a preset.\n")
+    write_all([(target, header + yaml.safe_dump(spec, sort_keys=False, width=120, default_flow_style=None), f"-o {args.output}")])
+    for w in warnings:
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"wrote {args.output}: {spec['sockets']} sockets, {spec['sockets'] * spec['nodes_per_socket']} nodes, "
+              f"{spec['cores_per_node']} cores per node{', SMT' if spec['smt'] else ''}; "
+              f"{sum(1 for v in spec['sources'].values() if v.startswith('guessed'))} values guessed",
+              markup=False, highlight=False)
     return 0
 
 
@@ -308,6 +355,8 @@ def _main(args) -> int:
             return _cmd_run(args, out, err)
         if args.command == "validate":
             return _cmd_validate(args, out)
+        if args.command == "machine":
+            return _cmd_machine(args, out, err)
         if args.command == "validation":
             return _cmd_validation(args, out, err)
         if args.command == "policies":

@@ -316,10 +316,16 @@ def _blame(problems: list[Problem], overrides: list[str] | tuple[str, ...]) -> l
 
 
 # ------------------------------------------------------------------ loading
-def load(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """Read, override and validate a scenario file."""
+def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), machine: Any = None) -> Scenario:
+    """Read, override and validate a scenario file.
+
+    ``machine`` (a preset name or a machine's data) replaces the file's machine before
+    the overrides apply.
+    """
     path = Path(path)
     data = read_yaml(path)
+    if machine is not None and isinstance(data, dict):
+        data = {**data, "machine": machine}
     return from_dict(data, source=str(path), overrides=overrides)
 
 

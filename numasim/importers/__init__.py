@@ -1,0 +1,1 @@
+"""Importers: a machine file from what a real machine reports (``numasim machine import``)."""
