@@ -230,14 +230,13 @@ def _machine_arg(value: str | None):
 
 
 def _cmd_machine(args, out: Console, err: Console) -> int:
-    from .importers.machine import import_machine
-    import yaml
+    from .importers.machine import import_machine, to_yaml
 
     target = check_target(args.output, f"-o {args.output}", tuple(args.files))
     spec, warnings = import_machine(args.files, args.name)
     header = ("# Written by `numasim machine import " + " ".join(Path(f).name for f in args.files) + "`.\n"
               "# Every value says where it came from under sources:; values marked guessed come from a preset.\n")
-    write_all([(target, header + yaml.safe_dump(spec, sort_keys=False, width=120, default_flow_style=None), f"-o {args.output}")])
+    write_all([(target, to_yaml(spec, header), f"-o {args.output}")])
     for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     out.print(f"wrote {args.output}: {spec['sockets']} sockets, {spec['sockets'] * spec['nodes_per_socket']} nodes, "

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import Problem, ScenarioError
 
-__all__ = ["Facts", "parse", "import_machine", "MAX_INPUT_BYTES"]
+__all__ = ["Facts", "parse", "import_machine", "to_yaml", "MAX_INPUT_BYTES"]
 
 MAX_INPUT_BYTES = 16 * 2**20  # an hwloc XML of a 1,000-CPU machine is about 2 MB
 MAX_TAR_MEMBERS = 200_000
@@ -56,6 +56,8 @@ class Facts:
     c2c_remote_writer: float | None = None
     c2c_remote_reader: float | None = None
     model: str | None = None
+    sockets: int | None = None  # counts, when no per-CPU topology is given (plain lscpu)
+    threads_per_core: int | None = None
 
 
 def _error(source: str, message: str) -> ScenarioError:
@@ -138,6 +140,9 @@ def _parse_lscpu(text: str, source: str) -> Facts:
         elif key in _LSCPU_KEYS:
             values[_LSCPU_KEYS[key]] = value
     f.model = values.get("model")
+    for key, attr in (("sockets", "sockets"), ("threads", "threads_per_core")):
+        if values.get(key, "").isdigit():
+            setattr(f, attr, int(values[key]))
     if "max_mhz" in values:
         f.max_mhz = float(values["max_mhz"])
     # lscpu prints a cache as per instance ('1024K') or, since util-linux 2.37, as a total
@@ -521,9 +526,12 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
             raise _error(where, "nodes are not numbered socket by socket; numasim numbers node k on socket "
                                 "k // nodes_per_socket")
         src["sockets"] = f"imported: {origin['cpu_socket']}"
+    elif m.get("sockets"):
+        sockets = m["sockets"]
+        src["sockets"] = f"imported: {origin['sockets']}"
     else:
         sockets = n if not dist else _sockets_from_distances(dist, n)
-        src["sockets"] = ("guessed from the node distances (nodes closer than the farthest pair share a socket)"
+        src["sockets"] = (f"guessed from the node distances (nodes closer than {SAME_SOCKET_DISTANCE} share a socket)"
                           if dist else "guessed: one socket per node (no input names sockets)")
         warnings.append(f"sockets: {src['sockets']}")
     if n % sockets:
@@ -531,6 +539,9 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     if len(cores) == len(cpus):
         threads = len(cpus) // len(set(cores.values()))
         src["smt"] = src["threads_per_core"] = f"imported: {origin['cpu_core']}"
+    elif m.get("threads_per_core"):
+        threads = m["threads_per_core"]
+        src["smt"] = src["threads_per_core"] = f"imported: {origin['threads_per_core']}"
     else:
         threads = 1
         src["smt"] = "guessed: no hardware threads (no input gives cores; lscpu -p, lscpu -e, hwloc or sysfs would)"
@@ -546,7 +557,10 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     }
     if threads > 1:
         spec["threads_per_core"] = threads
-    spec["cpu_numbering"] = [cpu_node[c] for c in cpus]
+    numbering = [cpu_node[c] for c in cpus]
+    block = list(np.tile(np.repeat(np.arange(n), cores_per_node), threads))
+    alternate = list(np.tile(np.tile(np.arange(n), cores_per_node), threads))
+    spec["cpu_numbering"] = "block" if numbering == block else "alternate" if numbering == alternate else numbering
     src.update(nodes_per_socket=f"imported: {origin['cpu_node']}", cores_per_node=f"imported: {origin['cpu_node']}",
                cpu_numbering=f"imported: {origin['cpu_node']}")
 
@@ -557,7 +571,11 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         warnings.append(f"{field_name}: {src[field_name]}")
         return value
 
-    if m.get("max_mhz"):
+    base = re.search(r"@\s*([\d.]+)\s*GHz", m.get("model") or "")
+    if base:
+        spec["frequency_ghz"] = float(base.group(1))
+        src["frequency_ghz"] = f"imported: {origin['model']} (the base frequency in the model name)"
+    elif m.get("max_mhz"):
         spec["frequency_ghz"] = round(m["max_mhz"] / 1000, 3)
         src["frequency_ghz"] = f"imported: {origin['max_mhz']} (the highest frequency the CPUs report)"
     else:
@@ -670,3 +688,18 @@ def _sockets_from_distances(dist: list[list[int]], n: int) -> int:
         else:
             groups.append({i})
     return len(groups) if n % len(groups) == 0 else n
+
+
+def to_yaml(spec: dict[str, Any], header: str) -> str:
+    """The machine file: mappings in block style, lists of numbers on one line each."""
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _list(dumper: yaml.SafeDumper, data: list) -> Any:
+        flat = all(not isinstance(x, (list, dict)) for x in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat or None)
+
+    _Dumper.add_representer(list, _list)
+    return header + yaml.dump(spec, Dumper=_Dumper, sort_keys=False, width=120, default_flow_style=False)

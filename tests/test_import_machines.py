@@ -1,0 +1,46 @@
+"""numasim machine import on real outputs of real machines (tests/fixtures/machines/*/SOURCE.md cites each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import numasim
+from numasim.cli import main
+from numasim.importers.machine import import_machine
+
+FIXTURES = Path(__file__).parent / "fixtures" / "machines"
+
+
+def _inputs(slug: str) -> list[str]:
+    return sorted(str(p) for p in (FIXTURES / slug).glob("*.txt")) + sorted(str(p) for p in (FIXTURES / slug).glob("*.xml"))
+
+
+def test_cascade_lake_from_lscpu_and_mlc():
+    spec, warnings = import_machine(_inputs("intel-xeon-8280-2s-clx-fdio"))
+    assert (spec["sockets"], spec["nodes_per_socket"], spec["cores_per_node"], spec["smt"]) == (2, 1, 28, True)
+    assert spec["cpu_numbering"] == "block"  # node0 0-27,56-83; node1 28-55,84-111
+    assert spec["frequency_ghz"] == 2.7  # "@ 2.70GHz" in the model name
+    assert spec["latency_ns"] == [[81.2, 130.2], [130.2, 81.1]]
+    assert spec["memory_bandwidth_gbps"] == pytest.approx(122.05, abs=0.1)
+    assert spec["interconnect_gbps"] == pytest.approx(51.3, abs=0.1)
+    assert spec["loaded_latency"][0] == [2.18, 80.19] and spec["loaded_latency_peak_gbps"] == pytest.approx(244.29)
+    assert (spec["bandwidth_1to1_gbps"], spec["c2c_local_ns"], spec["c2c_remote_ns"]) == (203.7, 55.6, 115.6)
+    assert spec["c2c_remote_reader_homed_ns"] == pytest.approx(178.3)
+    assert (spec["l2_kib"], spec["llc_mib_per_socket"]) == (1024.0, 38.5)
+    assert spec["sources"]["latency_ns"].startswith("imported: Intel MLC (mlc-latency-matrix.txt)")
+    # lscpu and MLC give no memory size: guessed, and said so.
+    assert spec["sources"]["memory_per_node"].startswith("guessed")
+    assert any(w.startswith("memory_per_node: guessed") for w in warnings)
+
+
+def test_the_imported_file_runs_with_machine(tmp_path, capsys):
+    out = tmp_path / "clx.yaml"
+    assert main(["machine", "import", *_inputs("intel-xeon-8280-2s-clx-fdio"), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# Written by `numasim machine import")
+    data = yaml.safe_load(text)
+    scenario = numasim.load("scenarios/governor.yaml", machine=data)
+    assert scenario.machine.n_cpus == 112 and scenario.machine.latency[0, 1] == 130.2
