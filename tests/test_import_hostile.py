@@ -105,3 +105,30 @@ def test_a_minimal_import_runs_and_says_what_it_guessed(tmp_path, capsys):
     assert spec["sockets"] == 2 and spec["cores_per_node"] == 2 and spec["slit"] == [[10, 21], [21, 10]]
     assert spec["sources"]["slit"].startswith("imported: numactl -H (numactl.txt)")
     assert spec["sources"]["sockets"].startswith("guessed from the node distances")
+
+
+def test_a_memory_only_node_becomes_a_memory_node_with_its_guesses_said(tmp_path, capsys):
+    a = tmp_path / "numactl.txt"
+    a.write_text("""available: 3 nodes (0-2)
+node 0 cpus: 0 1
+node 0 size: 4000 MB
+node 1 cpus: 2 3
+node 1 size: 4000 MB
+node 2 cpus:
+node 2 size: 16000 MB
+node distances:
+node   0   1   2
+  0:  10  21  14
+  1:  21  10  24
+  2:  14  24  10
+""")
+    out = tmp_path / "m.yaml"
+    assert main(["machine", "import", str(a), "-o", str(out)]) == 0
+    assert "memory_nodes: nodes [2] have memory and no CPUs" in capsys.readouterr().err
+    import yaml
+
+    spec = yaml.safe_load(out.read_text())
+    (node,) = spec["memory_nodes"]
+    assert (node["socket"], node["memory"], node["slit"]) == (0, "16000MiB", 14)
+    assert node["latency_ns"] == pytest.approx(spec["local_latency_ns"] * 1.4, abs=0.1)
+    assert spec["slit"] == [[10, 21], [21, 10]]

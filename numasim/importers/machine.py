@@ -649,8 +649,34 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         spec["llc_mib_per_socket"] = round(m["l3_mib"], 2)
         src["llc_mib_per_socket"] = f"imported: {origin['l3_mib']} (per socket: one instance, or the instances per socket when lscpu counts them)"
     if memory_only:
-        warnings.append(f"nodes {memory_only} have memory and no CPUs: add them as memory_nodes with their "
-                        "latency and bandwidth (the inputs do not give them)")
+        spec["memory_nodes"] = []
+        per_socket = n // sockets
+        for k in memory_only:
+            near = min(range(n), key=lambda j: (dist[j][k], j))
+            entry = {"kind": "cxl", "socket": near // per_socket,
+                     "memory": f"{int(mem.get(k, 1024))}MiB",
+                     "latency_ns": round(spec["local_latency_ns"] * dist[near][k] / 10, 1),
+                     "bandwidth_gbps": spec["memory_bandwidth_gbps"], "slit": int(dist[near][k])}
+            measured = []
+            if lat and all(len(r) > k for r in lat[:n]):
+                entry["latency_ns"] = round(lat[near][k], 1)
+                measured.append("latency_ns")
+            if bw and all(len(r) > k for r in bw[:n]):
+                entry["bandwidth_gbps"] = round(bw[near][k], 1)
+                measured.append("bandwidth_gbps")
+            spec["memory_nodes"].append(entry)
+        guessed = [f for f in ("latency_ns", "bandwidth_gbps") if f not in measured]
+        src["memory_nodes"] = (f"imported: node ids, sizes and SLIT from {origin.get('distances', '?')}; "
+                               "socket: the nearest CPU node's; "
+                               + ("; ".join(f"{f} imported: Intel MLC, from the nearest CPU node" for f in measured)
+                                  + ("; " if measured else ""))
+                               + ("latency_ns guessed as local_latency_ns x SLIT / 10; " if "latency_ns" in guessed else "")
+                               + ("bandwidth_gbps guessed as a DRAM node's; " if "bandwidth_gbps" in guessed else "")
+                               + "kind guessed (cxl)")
+        if guessed:
+            warnings.append(f"memory_nodes: nodes {memory_only} have memory and no CPUs; their {' and '.join(guessed)} "
+                            "are guessed (latency from SLIT, bandwidth a DRAM node's: a CXL device usually has much "
+                            "less); measure them (MLC --latency_matrix and --bandwidth_matrix list memory-only nodes too)")
     if threads > 1 and len(cores) == len(cpus):
         # numasim pairs a node's CPUs into cores in OS order: the first cores_per_node are
         # distinct cores, the next ones their siblings in the same order. Say so if the machine differs.
