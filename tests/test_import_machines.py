@@ -44,3 +44,18 @@ def test_the_imported_file_runs_with_machine(tmp_path, capsys):
     data = yaml.safe_load(text)
     scenario = numasim.load("scenarios/governor.yaml", machine=data)
     assert scenario.machine.n_cpus == 112 and scenario.machine.latency[0, 1] == 130.2
+
+
+def test_epyc_rome_nps4_from_numactl_and_lscpu():
+    spec, warnings = import_machine(_inputs("amd-epyc-7742-2s-nps4-sdsc-expanse"))
+    assert (spec["sockets"], spec["nodes_per_socket"], spec["cores_per_node"], spec["smt"]) == (2, 4, 16, False)
+    assert spec["cpu_numbering"] == "block"  # node k holds CPUs 16k-16k+15
+    assert spec["slit"][0] == [10, 12, 12, 12, 32, 32, 32, 32] and spec["slit"][7][4] == 12
+    assert spec["memory_per_node"] == "31799MiB"  # the smallest node
+    assert spec["sources"]["sockets"].startswith("imported: lscpu")
+    # No MLC: latencies and bandwidths come from a preset, marked and warned.
+    assert spec["sources"]["local_latency_ns"].startswith("guessed")
+    assert any("one core complex's" in w for w in warnings)
+    m = numasim.load("scenarios/governor.yaml", machine=spec).machine
+    assert m.n_nodes == 8 and m.latency[0, 1] / m.latency[0, 0] == pytest.approx(1.2)
+    assert m.latency[0, 4] / m.latency[0, 0] == pytest.approx(3.2)  # local x SLIT / 10

@@ -57,6 +57,7 @@ class Facts:
     c2c_remote_reader: float | None = None
     model: str | None = None
     sockets: int | None = None  # counts, when no per-CPU topology is given (plain lscpu)
+    l3_counted: bool | None = None  # lscpu said how many L3 instances there are
     threads_per_core: int | None = None
 
 
@@ -154,6 +155,7 @@ def _parse_lscpu(text: str, source: str) -> Facts:
         # Per socket: the instance size times the instances per socket (AMD has one per CCX).
         per_socket = l3[0] * (l3[1] // sockets if l3[1] and sockets and l3[1] % sockets == 0 else 1)
         f.l3_mib = per_socket / 1024
+        f.l3_counted = l3[1] is not None
     return f
 
 
@@ -604,6 +606,9 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
             spec["remote_latency_ns"] = guess("remote_latency_ns", preset["remote_latency_ns"])
         elif n > 1:
             src["slit"] += "; remote latencies are local_latency_ns x slit / 10"
+            warnings.append("latency_ns: remote latencies are derived as local x SLIT / 10, but SLIT is the "
+                            "firmware's relative distance, not a measured latency (AMD EPYC reports 32 for a remote "
+                            "socket at well under 3.2x the local latency); give Intel MLC --latency_matrix output")
     bw = m.get("bandwidth")
     if bw and len(bw) >= n:
         spec["memory_bandwidth_gbps"] = round(float(np.mean([bw[i][i] for i in range(n)])), 1)
@@ -647,7 +652,11 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         src["l2_kib"] = f"imported: {origin['l2_kib']}"
     if m.get("l3_mib"):
         spec["llc_mib_per_socket"] = round(m["l3_mib"], 2)
-        src["llc_mib_per_socket"] = f"imported: {origin['l3_mib']} (per socket: one instance, or the instances per socket when lscpu counts them)"
+        src["llc_mib_per_socket"] = (f"imported: {origin['l3_mib']} (one L3 instance as lscpu prints it, times the "
+                                     "instances per socket when lscpu counts them)")
+        if "AMD" in (m.get("model") or "") and not m.get("l3_counted"):
+            warnings.append("llc_mib_per_socket: this lscpu prints one L3 instance, which on AMD EPYC is one core "
+                            "complex's, not the socket's; multiply by the complexes per socket")
     if memory_only:
         spec["memory_nodes"] = []
         per_socket = n // sockets
