@@ -94,6 +94,26 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", required=True, metavar="FILE", help="the machine file to write (YAML)")
     imp.add_argument("--name", help="the machine's name (default: the CPU model, if an input gives it)")
 
+    k8s = sub.add_parser("k8s", help="Kubernetes: import a node's pods and kubelet configuration as a scenario")
+    ksub = k8s.add_subparsers(dest="k8s_command", required=True)
+    kimp = ksub.add_parser(
+        "import", help="write a scenario from kubectl get pods -o json and a kubelet configuration",
+        description="Read the pods of one node from `kubectl get pods -o json` (pods of one owner with the same "
+                    "resources become one group with replicas) and, with --kubelet-config, the node's "
+                    "KubeletConfiguration (CPU, Topology and Memory Manager policies, reserved CPUs and memory, "
+                    "CFS quota). Write a scenario that compares that kubelet configuration with the default one "
+                    "on --machine. Busy threads, memory touched and the workload are guessed and said so. "
+                    "Example: kubectl get pods -A -o json > pods.json; numasim k8s import pods.json "
+                    "--kubelet-config /var/lib/kubelet/config.yaml --machine mine.yaml -o node.yaml")
+    kimp.add_argument("pods", metavar="PODS_JSON")
+    kimp.add_argument("--kubelet-config", metavar="FILE", help="the node's KubeletConfiguration YAML")
+    kimp.add_argument("--machine", required=True, metavar="FILE_OR_PRESET", help="the node's machine: a preset or a machine file")
+    kimp.add_argument("--node", help="the node whose pods to import (default: the one with the most pods)")
+    kimp.add_argument("--profile", default="java-transactions", help="the workload every pod runs (default: java-transactions)")
+    kimp.add_argument("--exclude-namespace", action="append", metavar="NS",
+                      help="leave out pods of this namespace; repeatable (default: kube-system)")
+    kimp.add_argument("-o", "--output", required=True, metavar="FILE", help="the scenario file to write (YAML)")
+
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
     sub.add_parser("workloads", help="list the workload presets")
@@ -246,6 +266,30 @@ def _cmd_machine(args, out: Console, err: Console) -> int:
     return 0
 
 
+def _cmd_k8s(args, out: Console, err: Console) -> int:
+    from .importers.k8s import import_k8s
+    from .importers.machine import to_yaml
+    from .model.scenario import from_dict
+
+    inputs = tuple(x for x in (args.pods, args.kubelet_config) if x)
+    target = check_target(args.output, f"-o {args.output}", inputs)
+    machine = _machine_arg(args.machine)
+    exclude = tuple(args.exclude_namespace) if args.exclude_namespace else ("kube-system",)
+    scenario, warnings = import_k8s(args.pods, args.kubelet_config, machine, args.node, args.profile, exclude)
+    from_dict(scenario, source=f"the scenario imported from {args.pods}")  # refuse to write what would not run
+    header = (f"# Written by `numasim k8s import {Path(args.pods).name}"
+              + (f" --kubelet-config {Path(args.kubelet_config).name}" if args.kubelet_config else "") + "`.\n"
+              "# Guessed (Kubernetes does not know them): each pod's busy threads (its CPU limit, else request,\n"
+              "# rounded up), the memory it touches (its memory limit, else request) and its workload profile.\n")
+    write_all([(target, to_yaml(scenario, header), f"-o {args.output}")])
+    for w in warnings:
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+    n = sum(p["replicas"] for p in scenario["pods"])
+    out.print(f"wrote {args.output}: {n} pods in {len(scenario['pods'])} groups on node {scenario['name']}",
+              markup=False, highlight=False)
+    return 0
+
+
 def _cmd_validation(args, out: Console, err: Console) -> int:
     from . import validation
 
@@ -356,6 +400,8 @@ def _main(args) -> int:
             return _cmd_validate(args, out)
         if args.command == "machine":
             return _cmd_machine(args, out, err)
+        if args.command == "k8s":
+            return _cmd_k8s(args, out, err)
         if args.command == "validation":
             return _cmd_validation(args, out, err)
         if args.command == "policies":

@@ -1,0 +1,222 @@
+"""``numasim k8s import``: a scenario from a node's pods and its kubelet configuration.
+
+Reads ``kubectl get pods -o json`` (a pod list, or one pod) and, optionally, the
+node's kubelet configuration file (a ``KubeletConfiguration``: cpuManagerPolicy,
+topologyManagerPolicy and scope, memoryManagerPolicy, reservedSystemCPUs,
+reservedMemory, kubeReserved/systemReserved CPU, cpuCFSQuota). Pods of one owner
+(a ReplicaSet, a StatefulSet) with the same resources become one pod group with
+``replicas``. What Kubernetes does not know (how many threads are busy, what they do
+with memory) is guessed, said in the scenario's comments and warned about: threads
+= the CPU limit (else the request) rounded up, the memory touched = the memory limit
+(else the request), the workload = ``--profile``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..errors import Problem, ScenarioError
+from ..units import parse_cpu
+
+__all__ = ["import_k8s", "MAX_PODS_BYTES"]
+
+MAX_PODS_BYTES = 64 * 2**20
+_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _error(source: str, path: str, message: str) -> ScenarioError:
+    return ScenarioError(Problem(path, message), source=source)
+
+
+def _bytes(q: Any, source: str, path: str) -> int:
+    """A Kubernetes memory quantity ('4Gi', '512M', '1073741824', '1e9') in bytes."""
+    from ..units import parse_size
+
+    text = str(q).strip()
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?([eE]\d+)?", text):
+            return int(float(text))
+        return int(parse_size(text))
+    except (ValueError, OverflowError):
+        raise _error(source, path, f"not a Kubernetes memory quantity: {text[:40]!r}") from None
+
+
+def _cpu(q: Any, source: str, path: str) -> float:
+    try:
+        return float(parse_cpu(q))
+    except (ValueError, TypeError):
+        raise _error(source, path, f"not a Kubernetes CPU quantity: {str(q)[:40]!r}") from None
+
+
+def _size(n: int) -> str:
+    """Bytes as the largest binary unit that divides them ('8704MiB'), else bytes ('2000000000B')."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
+
+
+def _read_json(path: str) -> Any:
+    p = Path(path)
+    try:
+        if not p.is_file():
+            raise _error(path, "", "not a regular file")
+        if p.stat().st_size > MAX_PODS_BYTES:
+            raise _error(path, "", f"larger than {MAX_PODS_BYTES // 2**20} MiB")
+        return json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _error(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise _error(path, "", f"not the JSON of kubectl get pods -o json: {exc}") from None
+
+
+def _pod_resources(pod: dict, source: str, where: str) -> dict[str, Any]:
+    """Sums over the pod's containers: limits count only when every container has one."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not isinstance(containers, list) or not containers:
+        raise _error(source, f"{where}.spec.containers", "a pod needs at least one container")
+    out: dict[str, Any] = {}
+    for kind in ("limits", "requests"):
+        for res, conv in (("cpu", _cpu), ("memory", _bytes)):
+            vals = []
+            for k, c in enumerate(containers):
+                q = ((c.get("resources") or {}).get(kind) or {}).get(res) if isinstance(c, dict) else None
+                vals.append(None if q is None else conv(q, source, f"{where}.spec.containers[{k}].resources.{kind}.{res}"))
+            if kind == "limits":
+                out[f"{kind}_{res}"] = sum(vals) if all(v is not None for v in vals) else None
+            else:
+                out[f"{kind}_{res}"] = sum(v for v in vals if v is not None) if any(v is not None for v in vals) else None
+    # Kubernetes defaults a missing request to the limit.
+    for res in ("cpu", "memory"):
+        if out[f"requests_{res}"] is None:
+            out[f"requests_{res}"] = out[f"limits_{res}"]
+    return out
+
+
+def _kubelet_options(path: str) -> tuple[dict[str, Any], list[str]]:
+    from ..model.yamlfile import read_yaml
+
+    data = read_yaml(Path(path))
+    if not isinstance(data, dict):
+        raise _error(path, "", "not a KubeletConfiguration (a mapping of keys)")
+    opts: dict[str, Any] = {}
+    notes: list[str] = []
+    names = {"cpuManagerPolicy": ("cpu_manager_policy", {"none", "static"}),
+             "topologyManagerPolicy": ("topology_manager_policy", {"none", "best-effort", "restricted", "single-numa-node"}),
+             "topologyManagerScope": ("topology_manager_scope", {"container", "pod"}),
+             "memoryManagerPolicy": ("memory_manager_policy", {"None", "Static"})}
+    for key, (opt, allowed) in names.items():
+        if key in data:
+            if data[key] not in allowed:
+                raise _error(path, key, f"{data[key]!r} is not one of {', '.join(sorted(allowed))}")
+            opts[opt] = data[key]
+    if "reservedSystemCPUs" in data:
+        opts["reserved_cpus"] = str(data["reservedSystemCPUs"])
+    else:
+        cpus = sum(_cpu(((data.get(k) or {}).get("cpu")), path, f"{k}.cpu")
+                   for k in ("kubeReserved", "systemReserved") if (data.get(k) or {}).get("cpu") is not None)
+        if cpus:
+            opts["reserved_cpus"] = math.ceil(cpus)  # the CPU manager reserves ceil(kube + system reserved) CPUs
+    rm = data.get("reservedMemory")
+    if isinstance(rm, list) and rm:
+        sizes = {_bytes(((e or {}).get("limits") or {}).get("memory", 0), path, f"reservedMemory[{k}].limits.memory")
+                 for k, e in enumerate(rm)}
+        opts["reserved_memory"] = _size(max(sizes))
+        if len(sizes) > 1:
+            notes.append("reservedMemory differs between NUMA nodes; numasim reserves the largest on every node")
+    if "cpuCFSQuota" in data:
+        opts["cfs_quota"] = bool(data["cpuCFSQuota"])
+    return opts, notes
+
+
+def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str | None = None,
+               profile: str = "java-transactions",
+               exclude_namespaces: tuple[str, ...] = ("kube-system",)) -> tuple[dict[str, Any], list[str]]:
+    """A scenario (plain data) for the pods of one node; also return the warnings."""
+    data = _read_json(pods_path)
+    items = data.get("items") if isinstance(data, dict) and "items" in data else [data]
+    if not isinstance(items, list):
+        raise _error(pods_path, "items", "expected a list of pods")
+    warnings: list[str] = []
+    pods = []
+    for k, pod in enumerate(items):
+        if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+            raise _error(pods_path, f"items[{k}]", "not a Pod")
+        meta = pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase", "Running") not in ("Running", "Pending"):
+            continue
+        if meta.get("namespace") in exclude_namespaces:
+            continue
+        pods.append((k, pod))
+    nodes = Counter((p.get("spec") or {}).get("nodeName") for _, p in pods)
+    if node is None:
+        if not nodes:
+            raise _error(pods_path, "", "no running or pending pods (outside the excluded namespaces)")
+        node = nodes.most_common(1)[0][0]
+        if len(nodes) > 1:
+            warnings.append(f"pods run on {len(nodes)} nodes; importing node {node!r} ({nodes[node]} pods); "
+                            "choose another with --node")
+    elif node not in nodes:
+        raise _error(pods_path, "--node", f"no pods on node {node!r}; nodes: {', '.join(sorted(str(n) for n in nodes))}")
+    groups: dict[tuple, dict[str, Any]] = {}
+    for k, pod in pods:
+        if (pod.get("spec") or {}).get("nodeName") != node:
+            continue
+        meta = pod.get("metadata") or {}
+        owners = meta.get("ownerReferences") or []
+        base = owners[0].get("name") if owners and isinstance(owners[0], dict) else meta.get("name", f"pod{k}")
+        res = _pod_resources(pod, pods_path, f"items[{k}]")
+        key = (base, tuple(sorted(res.items())))
+        if key in groups:
+            groups[key]["replicas"] += 1
+        else:
+            groups[key] = {"base": str(base), "res": res, "replicas": 1}
+    out_pods = []
+    used: set[str] = set()
+    for g in groups.values():
+        res = g["res"]
+        name = _NAME.sub("-", g["base"]).strip("-.")[:60] or "pod"
+        while name in used:
+            name += "-x"
+        used.add(name)
+        cpus = res["limits_cpu"] or res["requests_cpu"]
+        mem = res["limits_memory"] or res["requests_memory"]
+        spec: dict[str, Any] = {"name": name, "replicas": g["replicas"], "threads": max(1, math.ceil(cpus or 1)),
+                                "memory": _size(mem) if mem else "1GiB", "profile": profile}
+        if res["limits_cpu"] is not None:
+            spec["cpu_limit"] = res["limits_cpu"]
+        req = {k: v for k, v in (("cpu", res["requests_cpu"]), ("memory", res["requests_memory"])) if v is not None}
+        if req:
+            spec["requests"] = {"cpu": req["cpu"]} | ({"memory": _size(req["memory"])} if "memory" in req else {})
+        if not mem:
+            warnings.append(f"pod {name}: no memory request or limit; it touches 1 GiB (guessed)")
+        out_pods.append(spec)
+    if not out_pods:
+        raise _error(pods_path, "", f"no pods on node {node!r}")
+    warnings.append(f"every pod runs the {profile!r} workload with as many busy threads as its CPU limit (else "
+                    "request) rounded up, touching its memory limit (else request): guessed, Kubernetes does not "
+                    "know; edit the scenario's pods and workloads")
+    options: dict[str, Any] = {}
+    if kubelet_path:
+        options, notes = _kubelet_options(kubelet_path)
+        warnings += notes
+    scenario = {
+        "name": _NAME.sub("-", str(node))[:80] or "node",
+        "description": f"pods of node {node} from {Path(pods_path).name}"
+                       + (f" with the kubelet configuration {Path(kubelet_path).name}" if kubelet_path else ""),
+        "machine": machine,
+        "pods": out_pods,
+        "duration": "30s",
+        "warmup": "10s",
+        "policies": [
+            {"label": "default-kubelet", "policy": "k8s"},
+            {"label": "kubelet", "policy": "k8s", "options": options},
+        ],
+        "baseline": "default-kubelet",
+    }
+    return scenario, warnings

@@ -1,0 +1,68 @@
+"""numasim k8s import: a node's pods and kubelet configuration as a scenario."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import numasim
+from numasim.cli import main
+
+K8S = Path(__file__).parent / "fixtures" / "k8s"
+
+
+def _import(tmp_path, capsys, *extra: str) -> tuple[int, dict | None, str]:
+    out = tmp_path / "node.yaml"
+    code = main(["k8s", "import", str(K8S / "pods.json"), "--machine", "cascadelake-8280", "-o", str(out), *extra])
+    err = capsys.readouterr().err
+    return code, (yaml.safe_load(out.read_text()) if out.exists() else None), err
+
+
+def test_pods_of_one_owner_become_one_group_with_their_resources(tmp_path, capsys):
+    code, sc, err = _import(tmp_path, capsys, "--kubelet-config", str(K8S / "kubelet-config.yaml"))
+    assert code == 0
+    pods = {p["name"]: p for p in sc["pods"]}
+    # Running pods of worker-1 outside kube-system; the Succeeded job and worker-2's pod are left out.
+    assert set(pods) == {"checkout-7d9f8c6b5", "postgres", "search-6c8d", "batch-job"}
+    co = pods["checkout-7d9f8c6b5"]
+    assert (co["replicas"], co["cpu_limit"], co["threads"], co["memory"]) == (3, 4.5, 5, "8704MiB")  # 4 + 500m, 8Gi + 512Mi
+    assert pods["search-6c8d"]["requests"] == {"cpu": 2.0, "memory": "4GiB"} and pods["search-6c8d"]["cpu_limit"] == 3.0
+    assert "cpu_limit" not in pods["batch-job"] and pods["batch-job"]["memory"] == "1953125KiB"  # 2000000000 bytes
+    kubelet = sc["policies"][1]["options"]
+    assert kubelet == {"cpu_manager_policy": "static", "topology_manager_policy": "single-numa-node",
+                       "topology_manager_scope": "pod", "memory_manager_policy": "Static", "reserved_cpus": "0,56",
+                       "reserved_memory": "1100MiB", "cfs_quota": True}
+    assert sc["baseline"] == "default-kubelet" and "guessed" in err and "pods run on 2 nodes" in err
+    scenario = numasim.from_dict(sc)  # it validates and runs
+    assert [v.label for v in scenario.variants] == ["default-kubelet", "kubelet"]
+
+
+def test_another_node_and_namespaces(tmp_path, capsys):
+    code, sc, _ = _import(tmp_path, capsys, "--node", "worker-2")
+    assert code == 0 and [p["name"] for p in sc["pods"]] == ["web-5b7"]
+    code, sc, _ = _import(tmp_path, capsys, "--exclude-namespace", "batch")
+    assert code == 0 and "kube-proxy" in {p["name"] for p in sc["pods"]}  # kube-system is kept when not excluded
+
+
+def test_bad_inputs_are_explained(tmp_path, capsys):
+    code, _, err = _import(tmp_path, capsys, "--node", "nope")
+    assert code == 2 and "no pods on node 'nope'" in err
+    bad = tmp_path / "pods.json"
+    data = json.loads((K8S / "pods.json").read_text())
+    data["items"][0]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "lots"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "o.yaml"
+    code = main(["k8s", "import", str(bad), "--machine", "cascadelake-8280", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "items[0].spec.containers[0].resources.limits.cpu" in err and not out.exists()
+    bad.write_text("{not json")
+    assert main(["k8s", "import", str(bad), "--machine", "cascadelake-8280", "-o", str(out)]) == 2
+    assert "not the JSON of kubectl get pods -o json" in capsys.readouterr().err
+    cfg = tmp_path / "kubelet.yaml"
+    cfg.write_text("cpuManagerPolicy: dynamic\n")
+    assert main(["k8s", "import", str(K8S / "pods.json"), "--kubelet-config", str(cfg), "--machine",
+                 "cascadelake-8280", "-o", str(out)]) == 2
+    assert "'dynamic' is not one of none, static" in capsys.readouterr().err
