@@ -59,3 +59,29 @@ def test_epyc_rome_nps4_from_numactl_and_lscpu():
     m = numasim.load("scenarios/governor.yaml", machine=spec).machine
     assert m.n_nodes == 8 and m.latency[0, 1] / m.latency[0, 0] == pytest.approx(1.2)
     assert m.latency[0, 4] / m.latency[0, 0] == pytest.approx(3.2)  # local x SLIT / 10
+
+
+def test_a_four_socket_opteron_from_a_sysfs_tarball():
+    spec, warnings = import_machine([str(FIXTURES / "amd-opteron-6276-4s-8n-hwloc" / "sysfs.tar.gz")])
+    assert (spec["sockets"], spec["nodes_per_socket"], spec["cores_per_node"]) == (4, 2, 4)
+    # Bulldozer's two cores of a module report one core_id: numasim sees them as hardware threads,
+    # numbered side by side (cpu0, cpu1), which its numbering rule does not follow: said so.
+    assert spec["smt"] and spec["threads_per_core"] == 2
+    assert any(w.startswith("cpu_numbering: this machine numbers hardware-thread siblings") for w in warnings)
+    assert spec["slit"][0] == [10, 16, 16, 22, 16, 22, 16, 22]  # not uniform: a 4-socket HyperTransport mesh
+    assert spec["memory_per_node"] == "8192MiB" and spec["sources"]["sockets"].startswith("imported: sysfs")
+    m = numasim.load("scenarios/governor.yaml", machine=spec).machine
+    assert m.n_nodes == 8 and m.n_cpus == 64
+
+
+def test_an_arm_kunpeng_from_a_sysfs_tarball():
+    spec, _ = import_machine([str(FIXTURES / "arm-kunpeng920-2s-4n-hwloc" / "sysfs.tar.gz")])
+    assert (spec["sockets"], spec["nodes_per_socket"], spec["cores_per_node"], spec["smt"]) == (2, 2, 32, False)
+    assert spec["slit"] == [[10, 16, 32, 33], [16, 10, 25, 32], [32, 25, 10, 16], [33, 32, 16, 10]]
+
+
+def test_sandy_bridge_from_hwloc_xml():
+    spec, _ = import_machine([str(FIXTURES / "intel-xeon-e5-2650-2s-hwloc" / "hwloc.xml")])
+    assert (spec["sockets"], spec["nodes_per_socket"], spec["cores_per_node"], spec["threads_per_core"]) == (2, 1, 8, 2)
+    assert spec["name"] == "Intel(R) Xeon(R) CPU E5-2650 0 @ 2.00GHz" and spec["frequency_ghz"] == 2.0
+    assert spec["slit"] == [[10, 20], [20, 10]] and spec["cpu_numbering"] == "block"

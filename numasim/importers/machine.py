@@ -291,6 +291,10 @@ def _parse_hwloc(text: str, source: str) -> Facts:
             if child.tag == "object":
                 walk(child, socket, node, core)
 
+    for info in root.iter("info"):
+        if info.get("name") == "CPUModel" and info.get("value"):
+            f.model = info.get("value")
+            break
     for top in root.iter("object"):
         if top.get("type") == "Machine":
             walk(top, None, None, None)
@@ -332,6 +336,7 @@ def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
     """A copy of /sys/devices/system/{node,cpu}: relative path -> file text."""
     f = Facts(source, "sysfs")
     dist: dict[int, list[int]] = {}
+    files = {path: text.replace("\x00", "") for path, text in files.items()}  # some kernels end cpulist with a NUL
     for path, text in files.items():
         if m := re.search(r"node/node(\d+)/(cpulist|distance|meminfo)$", path):
             node, what = int(m.group(1)), m.group(2)
