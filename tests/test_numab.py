@@ -54,3 +54,35 @@ def test_the_old_kernels_migration_rate_limit_slows_page_migration():
     assert moved_slow < moved_free
     assert moved_slow <= 20e6 * 2 * 8 * 1.2  # at most the limit into each of 2 nodes over the 8 s window
     assert np.isfinite(moved_slow)
+
+
+def test_swap_rules_by_kernel_version():
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFSOptions
+    from numasim.policies.numab import SMALLIMP, NumaBalancing
+
+    def rule(kernel: str) -> NumaBalancing:
+        opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel)
+        return NumaBalancing(machine_preset("pacific-broadwell"), opts, np.random.default_rng(1), 2, 117)
+
+    old, mid, new = rule("3.13"), rule("4.4"), rule("6.1")
+    # A tie (improvement 0, nothing better yet): 3.13 swaps, 3.14-4.18 do not, nor does 4.19 on.
+    assert old._swap_ok(0.0, None) and not mid._swap_ok(0.0, None) and not new._swap_ok(0.0, None)
+    assert mid._swap_ok(1.0, None) and not new._swap_ok(SMALLIMP - 1, None) and new._swap_ok(SMALLIMP, None)
+    # Against a candidate already found: 4.19 on must beat it by SMALLIMP / 2.
+    assert mid._swap_ok(41.0, 40.0) and not new._swap_ok(50.0, 40.0) and new._swap_ok(56.0, 40.0)
+    # 3.13 weighed group faults x1.2.
+    assert old.o.numa_balancing_kernel == "3.13"
+
+
+def test_the_kernel_rule_is_an_option_of_the_scenario():
+    data = small_scenario(policies=[{"label": "old", "policy": "cfs",
+                                     "options": {"numa_balancing": True, "numa_balancing_kernel": "3.13"}}],
+                          duration="2s")
+    assert run_small(data).run("old").hinting_faults > 0
+    bad = small_scenario(policies=[{"label": "x", "policy": "cfs", "options": {"numa_balancing_kernel": "5.0"}}])
+    import numasim
+    import pytest
+
+    with pytest.raises(numasim.ScenarioError, match="numa_balancing_kernel"):
+        numasim.from_dict(bad)

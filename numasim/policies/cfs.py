@@ -15,7 +15,7 @@ nothing of where a thread's pages are.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal, TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,6 +65,10 @@ class CFSOptions(PolicyOptions):
     migrate_rate_limit_mbps: float | None = Field(
         default=_D["migrate_rate_limit_mbps"], gt=0,
         description="NUMA balancing: MB/s that may migrate into a node (kernels 3.8-4.18: 1280, i.e. 128 MB per 100 ms); null: no limit (4.19+)")
+    numa_balancing_kernel: Literal["3.13", "4.4", "6.1"] = Field(
+        default=_D["numa_balancing_kernel"],
+        description="NUMA balancing's task-swap rules of this kernel: 3.13 swaps on any gain of zero or more and "
+                    "weighs group faults x1.2; 4.4 (3.14-4.18) on any positive gain; 6.1 (4.19 on) needs SMALLIMP (docs/model.md)")
 
 
 @dataclass

@@ -141,7 +141,8 @@ class NumaBalancing:
             g = self.groups.get(self.group_of.get(tid, -1))
             if g is None or g.total <= 0:
                 return 0.0
-            return 1000.0 * g.mem[nid] / g.total
+            # group_weight: per mille of the group's faults (3.13 scaled it to 1200, a bias toward the group)
+            return (1200.0 if self.o.numa_balancing_kernel == "3.13" else 1000.0) * g.mem[nid] / g.total
         t = self.tasks.get(tid)
         if t is None or t.total <= 0:
             return 0.0
@@ -434,7 +435,7 @@ class NumaBalancing:
                 if maymove and imp > cimp and imp > (best[0] if best else -np.inf):
                     best = (imp, c, None)
                     continue
-                if cimp < SMALLIMP or (best is not None and cimp <= best[0] + 15):
+                if not self._swap_ok(cimp, best[0] if best is not None else None):
                     continue
                 best = (cimp, c, cur)
             if best is None:
@@ -455,6 +456,23 @@ class NumaBalancing:
                 nr[c] -= 1
                 nr[src_cpu] += 1
         return out
+
+    def _swap_ok(self, imp: float, best: float | None) -> bool:
+        """task_numa_compare's swap test, by kernel: is a swap of improvement ``imp`` taken over ``best``?
+
+        With one task on each CPU (the only case this model swaps in), kernels before
+        4.19 skipped the load check ("balance doesn't matter much if we're running a
+        task per cpu") and took any improvement at least (3.13) or above (3.14-4.18) the
+        best so far, starting from 0; 4.19 on require ``SMALLIMP`` and beating the best
+        by half of it.
+        """
+        rule = self.o.numa_balancing_kernel
+        floor = 0.0 if best is None else best
+        if rule == "3.13":
+            return imp >= floor
+        if rule == "4.4":
+            return imp > floor
+        return imp >= SMALLIMP and (best is None or imp > best + SMALLIMP / 2)
 
     def degrades_locality(self, tid: int, src_cpu: int, dst_cpu: int, idle: bool) -> bool:
         """migrate_degrades_locality: would this load-balancer move hurt a placed task?"""
