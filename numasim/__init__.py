@@ -24,9 +24,11 @@ from .runner import run
 from .model.presets import machine_preset
 from .model.scenario import Scenario, from_dict, load
 from .model.workload import PodSpec, WorkloadProfile
+from .sweep import sweep
 
 __all__ = [
     "__version__",
+    "sweep",
     "Admission",
     "Machine",
     "MachineSpec",

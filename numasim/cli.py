@@ -114,6 +114,29 @@ def _parser() -> argparse.ArgumentParser:
                       help="leave out pods of this namespace; repeatable (default: kube-system)")
     kimp.add_argument("-o", "--output", required=True, metavar="FILE", help="the scenario file to write (YAML)")
 
+    sw = sub.add_parser(
+        "sweep", help="run a scenario over a grid (and a sample) of field values on dask.distributed, into Parquet",
+        description="Run the scenario at every point of a grid of field values (every combination of the --grid "
+                    "values) and, with --sample N, at N Latin-hypercube points over the --range fields for each. "
+                    "Points run as tasks on a dask.distributed LocalCluster (one process per CPU) or, with "
+                    "--scheduler, an existing cluster. Rows (one per point and variant: a column per swept path, "
+                    "label, throughput, relative_throughput, locality, ...) are kept as points finish; run the same "
+                    "command again to resume a sweep that was stopped. Without --grid/--sample, the scenario's "
+                    "sweep: section gives the points. Example: numasim sweep scenarios/pacific.yaml --grid "
+                    "pods.0.replicas=6,8,10 --grid machine.interconnect_gbps=20,30.3 --policy numactl --out s.parquet")
+    sw.add_argument("scenario")
+    sw.add_argument("--grid", action="append", default=[], metavar="PATH=V1,V2,...", help="values of one field; repeatable")
+    sw.add_argument("--sample", type=int, metavar="N", help="Latin-hypercube points over the --range fields")
+    sw.add_argument("--range", action="append", default=[], metavar="PATH=LO..HI", help="a numeric field to sample; repeatable")
+    sw.add_argument("--sample-seed", type=int, default=None, help="seed of the sample (default: the sweep section's, else 0)")
+    sw.add_argument("--policy", action="append", metavar="NAME", help="run only this variant (and the baseline); repeatable")
+    sw.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a field at every point")
+    sw.add_argument("--seed", type=int, help="random seed of the simulations (default: the scenario's)")
+    sw.add_argument("--out", required=True, metavar="FILE.parquet", help="the results; rerunning resumes from it")
+    sw.add_argument("--scheduler", metavar="ADDRESS", help="an existing dask.distributed scheduler (default: a local cluster)")
+    sw.add_argument("--workers", type=int, default=0, help="local worker processes (default: one per CPU)")
+    sw.add_argument("--quiet", action="store_true", help="no progress display")
+
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
     sub.add_parser("workloads", help="list the workload presets")
@@ -290,6 +313,36 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
     return 0
 
 
+def _cmd_sweep(args, out: Console, err: Console) -> int:
+    from .model.yamlfile import read_yaml_text
+    from .sweep import sweep
+
+    grid: dict[str, list] = {}
+    for item in args.grid:
+        path, sep, values = item.partition("=")
+        if not sep or not path.strip() or not values.strip():
+            raise ScenarioError(Problem("--grid", f"{item[:80]!r} must be PATH=V1,V2,..."))
+        grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
+    ranges: dict[str, tuple[float, float]] = {}
+    for item in args.range:
+        path, sep, span = item.partition("=")
+        lo, dots, hi = span.partition("..")
+        try:
+            ranges[path.strip()] = (float(lo), float(hi))
+        except ValueError:
+            raise ScenarioError(Problem("--range", f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
+        if not sep or not dots:
+            raise ScenarioError(Problem("--range", f"{item[:80]!r} must be PATH=LO..HI"))
+    if args.workers < 0:
+        raise ScenarioError(Problem("--workers", "must be 0 (one per CPU) or more"))
+    frame = sweep(args.scenario, grid or None, args.sample, ranges or None, policies=args.policy, sets=args.set,
+                  out=args.out, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
+                  sample_seed=args.sample_seed, quiet=args.quiet)
+    points = frame["point"].nunique() if len(frame) else 0
+    out.print(f"wrote {args.out}: {points} points, {len(frame)} rows", markup=False, highlight=False)
+    return 0
+
+
 def _cmd_validation(args, out: Console, err: Console) -> int:
     from . import validation
 
@@ -402,6 +455,8 @@ def _main(args) -> int:
             return _cmd_machine(args, out, err)
         if args.command == "k8s":
             return _cmd_k8s(args, out, err)
+        if args.command == "sweep":
+            return _cmd_sweep(args, out, err)
         if args.command == "validation":
             return _cmd_validation(args, out, err)
         if args.command == "policies":

@@ -12,10 +12,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from .model.machine import MachineSpec
+from .model.machine import LinkSpec, MachineSpec, MemoryNodeSpec
 from .policies.registry import available_policies
 from .model.presets import preset_names
-from .model.scenario import ScenarioSpec, VariantSpec
+from .model.scenario import ScenarioSpec, SlaSpec, SweepSpec, VariantSpec
 from .units import format_duration, format_size, parse_duration, parse_size
 from .model.workload import PodSpec, Resources, WorkloadProfile
 
@@ -113,12 +113,17 @@ def scenario_reference() -> str:
     out = [_INTRO]
     sections: list[tuple[str, type[BaseModel], str]] = [
         ("Scenario (top level)", ScenarioSpec, ""),
-        ("Machine (`machine`)", MachineSpec, f"Presets: {', '.join(preset_names('machines'))} (`numasim machines`)."),
+        ("Machine (`machine`)", MachineSpec, f"Presets: {', '.join(preset_names('machines'))} (`numasim machines`). "
+                                             "`numasim machine import` writes one from a real machine's outputs."),
+        ("Interconnect link (`machine.links[i]`)", LinkSpec, ""),
+        ("Memory-only node (`machine.memory_nodes[i]`)", MemoryNodeSpec, ""),
         ("Workload profile (`workloads.NAME`)", WorkloadProfile,
          f"Presets: {', '.join(preset_names('workloads'))} (`numasim workloads`). Give `base: PRESET` to start from one."),
         ("Pod (`pods[i]`)", PodSpec, ""),
         ("Resources (`pods[i].requests`)", Resources, ""),
         ("Policy variant (`policies[i]`)", VariantSpec, ""),
+        ("SLA (`sla`)", SlaSpec, ""),
+        ("Sweep (`sweep`)", SweepSpec, "Used by `numasim sweep` when it is given no --grid or --sample."),
     ]
     for title, model, note in sections:
         out += [f"## {title}", ""] + ([note, ""] if note else []) + _table(model) + [""]

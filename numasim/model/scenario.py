@@ -81,6 +81,15 @@ class SlaSpec(Spec):
         return self
 
 
+class SweepSpec(Spec):
+    """The points of ``numasim sweep`` (see docs/quickstart.md): a grid, and a sample of ranges."""
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="{PATH: [values]}: every combination is a point")
+    sample: int | None = Field(default=None, ge=1, le=100_000, description="Latin-hypercube points over ranges, for each grid point")
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=dict, description="{PATH: [LO, HI]} sampled uniformly")
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, description="seed of the sample")
+
+
 class ScenarioSpec(Spec):
     """The top level of a scenario file (see docs/scenarios.md)."""
 
@@ -105,6 +114,7 @@ class ScenarioSpec(Spec):
         default=1, ge=1, le=1000,
         description="runs per variant, with seeds seed, seed+1, ...; results are their means, relative throughput pairs equal seeds",
     )
+    sweep: SweepSpec | None = Field(default=None, description="the points numasim sweep runs (see Sweep); numasim run ignores it")
 
 
 @dataclass(frozen=True)

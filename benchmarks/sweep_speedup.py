@@ -1,0 +1,44 @@
+"""Speed-up of numasim sweep from 1 to 2 local dask workers, timed in one run.
+
+    python benchmarks/sweep_speedup.py [--points 8] [--workers 1,2]
+
+Each point is the governor scenario's two container variants at a different replica
+count, shortened to 6 simulated seconds, so that each point takes about as long as a
+short variant run. Reports wall time per worker count (cluster start included) and the
+ratio against 1 worker. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+import numasim
+
+
+def timed_sweep(points: int, workers: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        numasim.sweep("scenarios/governor.yaml", grid={"seed": list(range(1, points + 1))},
+                      policies=["container-performance"], sets=["duration=6s", "warmup=2s"],
+                      out=os.path.join(tmp, "s.parquet"), workers=workers, quiet=True)
+        return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=8)
+    ap.add_argument("--workers", default="1,2")
+    args = ap.parse_args()
+    counts = [int(x) for x in args.workers.split(",")]
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; {args.points} points")
+    times = {n: timed_sweep(args.points, n) for n in counts}
+    for n, t in times.items():
+        print(f"{n} workers: {t:6.1f} s   speed-up {times[counts[0]] / t:.2f}x")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

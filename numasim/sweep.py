@@ -1,0 +1,306 @@
+"""Sweeps: one scenario over a grid, and a sample of ranges, of field values, on dask.distributed.
+
+A point is one assignment of values to scenario paths (``pods.0.replicas``,
+``machine.interconnect_gbps``), applied like ``--set``. Points come from a grid
+(every combination of the listed values) times a Latin-hypercube sample of numeric
+ranges (``sample`` points, scipy's ``qmc.LatinHypercube`` with the sweep's seed).
+Every point is validated before anything runs. Each point runs as one task (all its
+policy variants and seeds, no SLA search) on a ``dask.distributed`` cluster: a
+``LocalCluster`` of one process per CPU by default, an existing one with
+``scheduler``. Its rows are written to Parquet as it finishes, as one file per point
+in ``OUT.parts/``, named by the point's key: a hash of the point's scenario data, the
+seed and numasim's version. A sweep that is killed, or loses a worker, is resumed by
+running it again: finished points are read back, not run again. At the end the rows
+of every point of the sweep go to ``OUT`` in one file and the parts are removed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import NumasimError, Problem, ScenarioError
+
+__all__ = ["sweep", "sweep_points", "MAX_POINTS"]
+
+MAX_POINTS = 100_000
+
+
+def _values_label(v: Any) -> Any:
+    """A point's value as a Parquet-friendly cell: numbers and text as they are, the rest as JSON."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    return json.dumps(v, sort_keys=True)
+
+
+def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
+                 ranges: dict[str, tuple[float, float]] | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """The points of a sweep: the grid's combinations times ``sample`` Latin-hypercube points over ``ranges``."""
+    grid = grid or {}
+    ranges = ranges or {}
+    for path, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ScenarioError(Problem(f"--grid {path}", "needs at least one value"))
+    if bool(sample) != bool(ranges):
+        raise ScenarioError(Problem("--sample", "give --sample N together with at least one --range PATH=LO..HI"))
+    both = set(grid) & set(ranges)
+    if both:
+        raise ScenarioError(Problem(f"--range {sorted(both)[0]}", "is also a --grid path; sweep a path one way"))
+    n_grid = math.prod(len(v) for v in grid.values())
+    total = n_grid * (sample or 1)
+    if total > MAX_POINTS:
+        raise ScenarioError(Problem("--grid", f"{total:,} points; a sweep has at most {MAX_POINTS:,}"))
+    combos = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())] if grid else [{}]
+    if not sample:
+        return combos
+    from scipy.stats import qmc
+
+    for path, (lo, hi) in ranges.items():
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ScenarioError(Problem(f"--range {path}", f"needs finite LO < HI, got {lo}..{hi}"))
+    unit = qmc.LatinHypercube(d=len(ranges), seed=seed).random(sample)
+    samples = [{path: float(lo + u * (hi - lo)) for (path, (lo, hi)), u in zip(ranges.items(), row)} for row in unit]
+    return [{**c, **s} for c in combos for s in samples]
+
+
+def _point_data(base: dict[str, Any], point: dict[str, Any], source: str) -> dict[str, Any]:
+    from .model.scenario import set_path
+
+    data = copy.deepcopy(base)
+    data.pop("sweep", None)
+    for path, value in point.items():
+        set_path(data, path, value, source)
+    return data
+
+
+def _key(data: dict[str, Any], seed: int | None, policies: list[str] | None) -> str:
+    from . import __version__
+
+    text = json.dumps({"scenario": data, "seed": seed, "policies": policies, "numasim": __version__},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _run_point(data: dict[str, Any], source: str, point: dict[str, Any], key: str,
+               policies: list[str] | None, seed: int | None) -> list[dict[str, Any]]:
+    """One point (in a worker): run its variants and return its rows."""
+    from .model.scenario import from_dict
+    from .runner import run
+
+    scenario = from_dict(data, source=source)
+    result = run(scenario, policies=policies, seed=seed, workers=1, with_sla=False, quiet=True)
+    rows = result.to_frame().to_dict("records")
+    for r in rows:
+        r.update({"point": key, **{p: _values_label(v) for p, v in point.items()}})
+    return rows
+
+
+def _write_part(parts: Path, key: str, rows: list[dict[str, Any]]) -> None:
+    import pandas as pd
+
+    tmp = parts / f".{key}.parquet.tmp"
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, parts / f"{key}.parquet")  # a part is there whole, or not at all
+
+
+def _read_done(out: Path, parts: Path) -> dict[str, "Any"]:
+    """Rows of finished points by key: from the parts of an interrupted sweep and a previous result."""
+    import pandas as pd
+
+    done: dict[str, Any] = {}
+    if out.exists():
+        try:
+            old = pd.read_parquet(out)
+        except Exception as exc:
+            raise NumasimError(f"{out}: exists but is not a readable Parquet file of a sweep ({exc}); "
+                               "move it away or choose another --out") from None
+        if "point" in old.columns:
+            for key, rows in old.groupby("point", sort=False):
+                done[str(key)] = rows
+    if parts.is_dir():
+        for f in parts.glob("*.parquet"):
+            try:
+                done[f.stem] = pd.read_parquet(f)
+            except Exception:
+                f.unlink()  # a part cut short by a crash: the point runs again
+    return done
+
+
+def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, list[Any]] | None = None,
+          sample: int | None = None, ranges: dict[str, tuple[float, float]] | None = None,
+          policies: list[str] | None = None, sets: list[str] | tuple[str, ...] = (),
+          out: str | os.PathLike[str] | None = None, scheduler: str | None = None, workers: int = 0,
+          seed: int | None = None, sample_seed: int | None = None, quiet: bool = False,
+          on_point: Callable[[str, int, int, int], None] | None = None):
+    """Run a sweep and return its rows as a pandas DataFrame (one row per point and variant).
+
+    Parameters
+    ----------
+    scenario
+        A scenario file or its data. Its ``sweep:`` section (grid, sample, ranges, seed)
+        gives the points when ``grid``, ``sample`` and ``ranges`` are not given.
+    grid, sample, ranges
+        The points: every combination of ``grid``'s values, times ``sample``
+        Latin-hypercube points over ``ranges`` (``{path: (lo, hi)}``).
+    policies, sets, seed
+        As for ``numasim run``: the variants to run, ``PATH=VALUE`` overrides applied
+        to every point, and the seed.
+    out
+        A Parquet file: rows are kept as points finish, and a sweep run again with the
+        same ``out`` resumes (finished points are not run again).
+    scheduler, workers
+        An existing dask.distributed scheduler's address; or the processes of a local
+        cluster (0: one per CPU).
+    on_point
+        Called as ``on_point(key, done, failed, total)`` when a point finishes.
+    """
+    import pandas as pd
+
+    from .model.scenario import apply_overrides, from_dict
+    from .model.yamlfile import read_yaml
+
+    if isinstance(scenario, (str, os.PathLike)):
+        source = str(scenario)
+        base = read_yaml(Path(scenario))
+    else:
+        source = "<sweep scenario>"
+        base = copy.deepcopy(scenario)
+    if not isinstance(base, dict):
+        raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)
+    if sets:
+        base = apply_overrides(base, list(sets))
+    spec = from_dict(base, source=source).spec  # the base scenario itself must be valid
+    if grid is None and sample is None and ranges is None and spec.sweep is not None:
+        grid, sample = spec.sweep.grid, spec.sweep.sample
+        ranges = {k: tuple(v) for k, v in spec.sweep.ranges.items()}
+        sample_seed = spec.sweep.seed if sample_seed is None else sample_seed
+    points = sweep_points(grid, sample, ranges, 0 if sample_seed is None else sample_seed)
+    if not points or points == [{}]:
+        raise ScenarioError(Problem("--grid", "no points: give --grid PATH=V1,V2 (or --sample N --range PATH=LO..HI), "
+                                              "or a sweep: section in the scenario"), source=source)
+    jobs = []
+    for point in points:
+        where = "the sweep point " + ", ".join(f"{p}={v}" for p, v in point.items())
+        data = _point_data(base, point, where)
+        from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
+        jobs.append((point, data, _key(data, seed, policies)))
+    out_path = Path(out) if out is not None else None
+    done: dict[str, Any] = {}
+    parts = None
+    if out_path is not None:
+        from .atomic import check_target
+
+        check_target(str(out_path), f"--out {out_path}", (source,) if isinstance(scenario, (str, os.PathLike)) else ())
+        parts = out_path.with_name(out_path.name + ".parts")
+        done = _read_done(out_path, parts)
+        parts.mkdir(exist_ok=True)
+    todo = [(p, d, k) for p, d, k in jobs if k not in done]
+    results: dict[str, Any] = {k: done[k] for _, _, k in jobs if k in done}
+    failures: list[str] = []
+    total = len(jobs)
+    report = _Progress(total, len(results), quiet)
+    if todo:
+        _execute(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total)
+    report.close()
+    frames = [pd.DataFrame(results[k]) if not isinstance(results[k], pd.DataFrame) else results[k]
+              for _, _, k in jobs if k in results]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if out_path is not None and parts is not None:
+        tmp = out_path.with_name(f".{out_path.name}.tmp")
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, out_path)
+        if not failures:
+            for f in parts.glob("*.parquet"):
+                f.unlink()
+            parts.rmdir()
+    if failures:
+        raise NumasimError(f"{len(failures)} of {total} sweep points failed (the others are "
+                           f"{'in ' + str(out_path) if out_path else 'lost: give --out to keep them'}; "
+                           f"run the sweep again to retry): " + "; ".join(failures[:3]))
+    return frame
+
+
+def _execute(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total):
+    from distributed import Client, LocalCluster, as_completed
+
+    from .jobs import worker_count
+
+    cluster = None
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="20s")
+        except OSError as exc:
+            raise NumasimError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+    else:
+        n = max(1, min(worker_count(workers), len(todo)))
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=50)
+        client = Client(cluster)
+    try:
+        futures = {client.submit(_run_point, data, source, point, key, policies, seed, key=f"numasim-point-{key}",
+                                 pure=False, retries=2): (point, key) for point, data, key in todo}
+        for fut in as_completed(futures):
+            point, key = futures[fut]
+            try:
+                rows = fut.result()
+            except Exception as exc:  # a point that fails is reported; the others go on
+                label = ", ".join(f"{p}={v}" for p, v in point.items())
+                failures.append(f"{label}: {exc}")
+                report.point(failed=True)
+            else:
+                results[key] = rows
+                if parts is not None:
+                    _write_part(parts, key, rows)
+                report.point(failed=False)
+            if on_point is not None:
+                on_point(key, len(results), len(failures), total)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+class _Progress:
+    """Points done, failed and the ETA: a live bar on a terminal, a line per point otherwise."""
+
+    def __init__(self, total: int, done: int, quiet: bool):
+        import sys
+
+        self.total, self.done, self.failed, self.quiet = total, done, 0, quiet
+        self.t0 = time.perf_counter()
+        self.start_done = done
+        self.bar = None
+        if not quiet and sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
+                                TimeRemainingColumn(), transient=True)
+            self.task = self.bar.add_task("sweep", total=total, completed=done, failed=0)
+            self.bar.start()
+
+    def point(self, failed: bool) -> None:
+        import sys
+
+        self.done += 0 if failed else 1
+        self.failed += 1 if failed else 0
+        if self.quiet:
+            return
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done + self.failed, failed=self.failed)
+            return
+        ran = self.done + self.failed - self.start_done
+        rate = ran / max(time.perf_counter() - self.t0, 1e-9)
+        left = self.total - self.done - self.failed
+        eta = f", ETA {left / rate:.0f} s" if rate > 0 and left else ""
+        print(f"sweep: {self.done}/{self.total} points done, {self.failed} failed{eta}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,103 @@
+"""numasim sweep: points, rows, Parquet, resume, a lost worker (dask.distributed)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import numasim
+from numasim.cli import main
+from numasim.sweep import sweep_points
+
+from .conftest import small_scenario
+
+
+def _scenario() -> dict:
+    return small_scenario(duration="1s", warmup="500ms", policies=[{"label": "cfs", "policy": "cfs"},
+                                                                   {"label": "numactl", "policy": "numactl"}])
+
+
+def test_points_are_the_grid_times_the_sample():
+    pts = sweep_points({"a": [1, 2], "b": ["x", "y", "z"]})
+    assert len(pts) == 6 and pts[0] == {"a": 1, "b": "x"} and pts[-1] == {"a": 2, "b": "z"}
+    sampled = sweep_points({"a": [1, 2]}, sample=5, ranges={"c": (10.0, 20.0)}, seed=3)
+    assert len(sampled) == 10 and all(10 <= p["c"] <= 20 for p in sampled)
+    # Latin hypercube: each fifth of the range holds exactly one of a grid point's 5 samples.
+    assert sorted(int((p["c"] - 10) // 2) for p in sampled[:5]) == [0, 1, 2, 3, 4]
+    assert sweep_points({}, sample=5, ranges={"c": (10.0, 20.0)}, seed=3) == sweep_points({}, 5, {"c": (10.0, 20.0)}, 3)
+
+
+def test_a_sweep_gives_one_row_per_point_and_variant(tmp_path):
+    out = tmp_path / "s.parquet"
+    frame = numasim.sweep(_scenario(), grid={"pods.0.replicas": [1, 2], "machine.interconnect_gbps": [5.0, 30.3]},
+                          out=out, workers=2, quiet=True)
+    assert len(frame) == 8 and frame["point"].nunique() == 4
+    assert set(frame["pods.0.replicas"]) == {1, 2} and set(frame["machine.interconnect_gbps"]) == {5.0, 30.3}
+    assert {"label", "throughput", "relative_throughput", "locality", "memory_gbps"} <= set(frame.columns)
+    assert (frame[frame.label == "cfs"]["relative_throughput"] == 1.0).all()
+    on_disk = pd.read_parquet(out)
+    assert len(on_disk) == 8 and not (tmp_path / "s.parquet.parts").exists()
+    # Each point is the same as numasim run of that scenario.
+    data = _scenario()
+    data["pods"][0]["replicas"] = 2
+    data["machine"]["interconnect_gbps"] = 5.0
+    direct = numasim.run(numasim.from_dict(data), workers=1, quiet=True, with_sla=False)
+    row = frame[(frame["pods.0.replicas"] == 2) & (frame["machine.interconnect_gbps"] == 5.0) & (frame.label == "numactl")]
+    assert row["throughput"].iloc[0] == direct.run("numactl").throughput
+
+
+def test_a_stopped_sweep_resumes_without_running_a_point_twice(tmp_path):
+    out = tmp_path / "s.parquet"
+    grid = {"pods.0.replicas": [1, 2, 3]}
+    seen: list[str] = []
+
+    def stop_after_one(key, done, failed, total):
+        seen.append(key)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True, on_point=stop_after_one)
+    assert not out.exists() and len(list((tmp_path / "s.parquet.parts").glob("*.parquet"))) == 1
+    ran: list[str] = []
+    frame = numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True,
+                          on_point=lambda key, *_: ran.append(key))
+    assert len(ran) == 2 and seen[0] not in ran and frame["point"].nunique() == 3
+    again: list[str] = []
+    numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True, on_point=lambda key, *_: again.append(key))
+    assert again == []  # everything is in the file already
+
+
+def test_a_lost_worker_loses_no_point(tmp_path):
+    from distributed import LocalCluster
+
+    out = tmp_path / "s.parquet"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=50) as cluster:
+        killed: list[str] = []
+
+        def kill_one(key, done, failed, total):
+            if not killed:
+                nanny = next(iter(cluster.workers.values()))
+                nanny.process.process.kill()  # the worker process dies mid-sweep; the nanny restarts it
+                killed.append(key)
+
+        frame = numasim.sweep(_scenario(), grid={"pods.0.replicas": [1, 2, 3, 4, 5, 6]}, out=out,
+                              scheduler=cluster.scheduler_address, quiet=True, on_point=kill_one)
+    assert killed and frame["point"].nunique() == 6 and len(frame) == 12
+    assert not frame.duplicated(["point", "label"]).any()
+
+
+def test_the_cli_and_bad_points(tmp_path, capsys):
+    out = tmp_path / "s.parquet"
+    path = tmp_path / "small.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(_scenario()))
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,2", "--out", str(out), "--workers", "1",
+                 "--quiet"]) == 0
+    assert "2 points, 4 rows" in capsys.readouterr().out
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,0", "--out", str(tmp_path / "t.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "pods.0.replicas=0" in err and "replicas" in err  # the bad point is named before anything runs
+    assert main(["sweep", str(path), "--out", str(tmp_path / "u.parquet")]) == 2
+    assert "no points" in capsys.readouterr().err
