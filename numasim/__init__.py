@@ -26,9 +26,23 @@ from .model.scenario import Scenario, from_dict, load
 from .model.workload import PodSpec, WorkloadProfile
 from .sweep import sweep
 
+
+def load_result(path) -> "RunResult":
+    """Results written by ``numasim run --json FILE`` (or ``RunResult.to_json``), read back."""
+    import json
+    from pathlib import Path
+
+    from .errors import NumasimError
+
+    try:
+        return RunResult.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NumasimError(f"{path}: cannot be read as numasim results: {exc}") from None
+
 __all__ = [
     "__version__",
     "sweep",
+    "load_result",
     "Admission",
     "Machine",
     "MachineSpec",

@@ -226,6 +226,8 @@ def _cmd_run(args, out: Console, err: Console) -> int:
                  replications=args.replications,
                  workers=args.workers, with_sla=not args.no_sla, quiet=args.quiet,
                  max_work_s=args.max_work, max_memory_bytes=args.max_memory * 2**30)
+    result.scenario["provenance"].update(command=["numasim", *sys.argv[1:]] if sys.argv else [],
+                                         overrides=list(args.set), machine_option=args.machine)
     out.print(_table(result))
     for r in result.runs:
         for p in r.pods:

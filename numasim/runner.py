@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -189,6 +189,7 @@ def run(
         sla = _score_sla(sla_spec, variants, rungs)
     spec = scenario.spec
     meta = {
+        "provenance": provenance(scenario),
         "name": spec.name,
         "description": spec.description,
         "source": scenario.source,
@@ -205,6 +206,24 @@ def run(
         traces={v.label: done[("run", v.label, seeds[0])][1] for v in variants},
         sla=sla,
     )
+
+
+def provenance(scenario: Scenario) -> dict[str, Any]:
+    """What produced a result: numasim's version, the platform, when, the scenario as run
+    (overrides applied) and the machine as resolved (a preset's values written out)."""
+    import datetime
+    import platform
+
+    from . import __version__
+
+    return {
+        "numasim_version": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "scenario": scenario.spec.model_dump(mode="json", exclude_none=True),
+        "machine": scenario.machine.spec.model_dump(mode="json", exclude_none=True),
+    }
 
 
 def _duration_ns(value: str | int, flag: str) -> int:

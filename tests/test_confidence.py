@@ -74,3 +74,34 @@ def test_no_warning_for_a_settled_comparison():
                           policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
     res = numasim.run(numasim.from_dict(data))
     assert res.warnings() == []
+
+
+def test_results_record_their_provenance_and_load_back(tmp_path):
+    import json
+
+    import numasim
+    from numasim.cli import main
+
+    from .conftest import small_scenario
+    import yaml
+
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(small_scenario(duration="2s", policies=[{"label": "cfs", "policy": "cfs"},
+                                                                           {"label": "numactl", "policy": "numactl"}])))
+    out = tmp_path / "r.json"
+    assert main(["run", str(path), "--set", "pods.0.replicas=1", "--json", str(out), "--quiet", "--no-sla"]) == 0
+    data = json.loads(out.read_text())
+    prov = data["scenario"]["provenance"]
+    assert prov["numasim_version"] == numasim.__version__ and prov["overrides"] == ["pods.0.replicas=1"]
+    assert prov["scenario"]["pods"][0]["replicas"] == 1  # the scenario as run, override applied
+    assert prov["machine"]["name"] == "pacific-broadwell" and prov["machine"]["cores_per_node"] == 4
+    back = numasim.load_result(out)
+    assert back.to_frame().equals(numasim.RunResult.from_json(data).to_frame())
+    assert back.relative("numactl") == data["runs"][1]["relative_throughput"]
+    assert back.to_json()["runs"] == data["runs"]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "other"}')
+    import pytest
+
+    with pytest.raises(numasim.NumasimError, match="cannot be read as numasim results"):
+        numasim.load_result(bad)

@@ -126,6 +126,31 @@ class RunResult:
                            "(a longer --warmup or duration)")
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunResult":
+        """The results written by :meth:`to_json` (``--json``), read back: figures, pods, time series, SLA
+        scores and provenance; not the traces (per-thread samples), which are not written."""
+        from dataclasses import fields
+
+        from .metrics import PodMetrics
+
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"not numasim results of schema {SCHEMA} (schema: {str((data or {}).get('schema'))[:40]!r})"
+                             if isinstance(data, dict) else "not numasim results (a JSON object)")
+        pod_fields = {f.name for f in fields(PodMetrics)}
+        run_fields = {f.name for f in fields(Metrics)}
+        runs = []
+        sla = {}
+        for d in data["runs"]:
+            pods = [PodMetrics(**{k: v for k, v in p.items() if k in pod_fields}) for p in d["pods"]]
+            kw = {k: v for k, v in d.items() if k in run_fields}
+            kw.update(pods=pods, window_s=tuple(d["window_s"]),
+                      events=[(e["time_s"], e["kind"], e["text"]) for e in d.get("events", [])])
+            runs.append(Metrics(**kw))
+            if d.get("sla") is not None:
+                sla[d["label"]] = d["sla"]
+        return cls(scenario=data["scenario"], baseline=data["baseline"], runs=runs, sla=sla)
+
     def to_json(self) -> dict[str, Any]:
         """The results as JSON-ready data (schema ``numasim.result/1``)."""
         runs = []
