@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                    "and the other latency_* statistics for request-driven pods), then the variant's columns prefixed "
                    "run_ (run_throughput, run_relative_throughput, run_locality, ...)")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field, e.g. machine.smt=true or pods.0.replicas=4")
+    r.add_argument("--policy-file", action="append", default=[], metavar="FILE.py:CLASS",
+                   help="add a variant running a policy class from a Python file (or package.module:CLASS), "
+                        "labelled by its name; repeatable; no packaging needed")
     r.add_argument("--machine", metavar="FILE_OR_PRESET", help="replace the scenario's machine: a preset name or a machine file (numasim machine import writes one); --set machine.* still applies")
     r.add_argument("--workers", type=int, default=0, help="processes for policy variants (default: one per CPU)")
     r.add_argument("--max-work", type=float, default=DEFAULT_MAX_WORK_S, metavar="SECONDS",
@@ -206,7 +209,15 @@ def _pods_csv(result: RunResult) -> str:
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
-    scenario = load(args.scenario, args.set, machine=_machine_arg(args.machine))
+    from .policies.registry import load_policy_ref
+
+    extra = []
+    for ref in args.policy_file:
+        cls = load_policy_ref(ref)
+        extra.append("policies.-=" + json.dumps({"label": cls.name, "policy": ref}))
+        if args.policy:
+            args.policy.append(cls.name)
+    scenario = load(args.scenario, list(args.set) + extra, machine=_machine_arg(args.machine))
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
     for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):

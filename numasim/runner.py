@@ -214,7 +214,7 @@ def provenance(scenario: Scenario) -> dict[str, Any]:
     import datetime
     import platform
 
-    from . import __version__
+    from ._version import __version__
 
     return {
         "numasim_version": __version__,

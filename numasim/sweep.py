@@ -81,7 +81,7 @@ def _point_data(base: dict[str, Any], point: dict[str, Any], source: str) -> dic
 
 
 def _key(data: dict[str, Any], seed: int | None, policies: list[str] | None) -> str:
-    from . import __version__
+    from ._version import __version__
 
     text = json.dumps({"scenario": data, "seed": seed, "policies": policies, "numasim": __version__},
                       sort_keys=True, default=str)

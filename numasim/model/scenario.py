@@ -10,6 +10,7 @@ its path and what is allowed (house rule 5).
 from __future__ import annotations
 
 import copy
+import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,7 +365,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
             problems.append(Problem(f"policies[{i}].label", f"duplicate label {label!r}; give each variant its own label"))
         labels.add(label)
         try:
-            cls = get_policy(v.policy)
+            cls = get_policy(v.policy, base_dir=os.path.dirname(os.path.abspath(source)) if os.path.isfile(source) else None)
         except ScenarioError as exc:
             problems.append(Problem(f"policies[{i}].policy", exc.problems[0].message))
             continue

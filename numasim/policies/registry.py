@@ -18,7 +18,7 @@ from .k8s import K8s
 from .numactl import Numactl
 from .taskset import Taskset
 
-__all__ = ["register", "get_policy", "available_policies", "broken_policies", "BUILTINS"]
+__all__ = ["register", "get_policy", "load_policy_ref", "available_policies", "broken_policies", "BUILTINS"]
 
 BUILTINS: tuple[type[Policy], ...] = (CFS, ESXi, K8s, Numactl, Taskset)
 
@@ -71,14 +71,75 @@ def available_policies() -> dict[str, type[Policy]]:
     return dict(sorted(_REGISTRY.items()))
 
 
-def get_policy(name: str) -> type[Policy]:
-    """Look up a policy by name.
+def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
+    """The policy class of ``path/to/file.py:ClassName`` or ``package.module:ClassName``.
+
+    A file is loaded as a module of its own (relative paths from ``base_dir`` if the
+    file is there, else from the current directory) and pickled by value, so worker
+    processes run it without importing it. The class is registered under its ``name``.
+
+    Raises
+    ------
+    ScenarioError
+        When the file or module cannot be loaded or the name is not a Policy subclass.
+    """
+    import hashlib
+    import importlib
+    import importlib.util
+    import os
+    import sys
+
+    where, _, attr = ref.rpartition(":")
+    if not where or not attr.isidentifier():
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: write path/to/file.py:ClassName or package.module:ClassName"))
+    try:
+        if where.endswith(".py") or os.sep in where or "/" in where:
+            path = where
+            if base_dir and not os.path.isabs(path) and os.path.exists(os.path.join(base_dir, path)):
+                path = os.path.join(base_dir, path)
+            path = os.path.abspath(path)
+            if not os.path.isfile(path):
+                raise ScenarioError(Problem("policy", f"{ref[:200]!r}: no file {path}"))
+            modname = "numasim_policy_" + hashlib.sha256(path.encode()).hexdigest()[:12]
+            module = sys.modules.get(modname)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(modname, path)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[modname] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[modname]
+                    raise
+                import cloudpickle
+
+                cloudpickle.register_pickle_by_value(module)  # workers get the class, not an import
+        else:
+            module = importlib.import_module(where)
+    except ScenarioError:
+        raise
+    except Exception as exc:  # the user's code, whatever it raises
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r} failed to load: {type(exc).__name__}: {str(exc)[:300]}")) from exc
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} is not a numasim Policy subclass"))
+    if not cls.name:
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} has no name"))
+    _REGISTRY[ref] = cls
+    return cls
+
+
+def get_policy(name: str, base_dir: str | None = None) -> type[Policy]:
+    """Look up a policy by name, or load ``file.py:ClassName`` / ``module:ClassName``.
 
     Raises
     ------
     ScenarioError
         Naming the known policies when ``name`` is unknown.
     """
+    if ":" in name:
+        return load_policy_ref(name, base_dir)
     known = available_policies()
     if name not in known and name in _BROKEN:
         raise ScenarioError(Problem("policy", _BROKEN[name]))
