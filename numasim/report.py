@@ -21,7 +21,7 @@ from .atomic import write_text
 from .sim.trace import Trace
 from .analysis.results import RunResult
 
-__all__ = ["figures", "render_html", "write_html", "NO_REQUESTS"]
+__all__ = ["figures", "render_html", "write_html", "why", "NO_REQUESTS"]
 
 NO_REQUESTS = "no request-driven workloads in this scenario"
 MAX_COLUMNS = 100  # timeline columns per variant: bounds the page for long runs sampled finely
@@ -42,20 +42,91 @@ def _empty(message: str, title: str) -> go.Figure:
 
 def _summary(result: RunResult, colours: dict[str, str]) -> go.Figure:
     labels = [r.label for r in result.runs]
-    spread = [result.spread(label) for label in labels]
+    cis = [result.ci(label) for label in labels]
     fig = make_subplots(rows=1, cols=2, subplot_titles=(
         f"throughput relative to {result.baseline}", "locality (local share of DRAM misses)"))
-    columns = (([result.relative(label) for label in labels], "relative_throughput_sd"),
-               ([r.locality for r in result.runs], "locality_sd"))
+    columns = (([result.relative(label) for label in labels], "relative_throughput_ci"),
+               ([r.locality for r in result.runs], "locality_ci"))
     for col, (values, key) in enumerate(columns, start=1):
-        sds = [s[key] for s in spread]
+        half = [c[key] for c in cis]
+        text = [("" if v is None else f"{v:.3f}" + ("" if h is None else f" ± {h:.3f}")) for v, h in zip(values, half)]
         fig.add_trace(go.Bar(
             x=labels, y=values, marker_color=[colours[label] for label in labels], showlegend=False,
-            error_y={"type": "data", "array": sds, "visible": any(sd is not None for sd in sds)},
-            hovertemplate="%{x}: %{y:.3f}<extra></extra>"), row=1, col=col)
+            text=text, textposition="outside", cliponaxis=False,
+            error_y={"type": "data", "array": half, "visible": any(h is not None for h in half)},
+            hovertemplate="%{x}: %{text}<extra></extra>"), row=1, col=col)
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey", row=1, col=1)
-    fig.update_yaxes(range=[0, 1.05], row=1, col=2)
-    return fig.update_layout(**_LAYOUT, height=420)
+    fig.update_yaxes(range=[0, 1.15], row=1, col=2)
+    return fig.update_layout(**_LAYOUT, height=440, uniformtext_minsize=9)
+
+
+def _memory_system(result: RunResult, colours: dict[str, str]) -> go.Figure:
+    """Throughput, DRAM traffic per node, the busiest link and the loaded latencies over time."""
+    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=(
+        "throughput (ops/s)", "DRAM traffic per node (GB/s, reads and write-backs)",
+        "busiest interconnect link (utilisation)", "mean loaded latency (ns): own node solid, other nodes dotted"))
+    for r in result.runs:
+        ts = r.timeseries
+        t = np.asarray(ts["time_s"], dtype=float)
+        style = {"line_color": colours[r.label], "legendgroup": r.label}
+        fig.add_trace(go.Scatter(x=t, y=ts["throughput"], mode="lines", name=r.label, **style), row=1, col=1)
+        per_node = np.asarray(ts.get("node_gbps") or [], dtype=float)
+        for node in range(per_node.shape[1] if per_node.ndim == 2 else 0):
+            fig.add_trace(go.Scatter(x=t, y=per_node[:, node], mode="lines", showlegend=False,
+                                     name=f"{r.label} node {node}", line={"width": 1}, **style,
+                                     hovertemplate="%{x} s: %{y:.1f} GB/s<extra>%{fullData.name}</extra>"), row=2, col=1)
+        if ts.get("link_util_max"):
+            fig.add_trace(go.Scatter(x=t, y=ts["link_util_max"], mode="lines", showlegend=False, **style,
+                                     name=r.label), row=3, col=1)
+        if ts.get("latency_local_ns"):
+            fig.add_trace(go.Scatter(x=t, y=ts["latency_local_ns"], mode="lines", showlegend=False, **style,
+                                     name=f"{r.label} own node"), row=4, col=1)
+            fig.add_trace(go.Scatter(x=t, y=ts["latency_remote_ns"], mode="lines", showlegend=False,
+                                     line_dash="dot", name=f"{r.label} other nodes", **style), row=4, col=1)
+    warmup = result.runs[0].window_s[0] if result.runs else 0.0
+    if warmup > 0:
+        fig.add_vrect(x0=0, x1=warmup, fillcolor="grey", opacity=0.12, line_width=0, row="all", col=1)
+    fig.update_xaxes(title_text="time (s)", row=4, col=1)
+    return fig.update_layout(**_LAYOUT, height=900, hovermode="x unified")
+
+
+def why(result: RunResult) -> list[str]:
+    """Sentences that explain the figures, derived from them: locality, latency, bandwidth per variant."""
+    out: list[str] = []
+    rows = []
+    for r in result.runs:
+        ts = r.timeseries
+        w0, w1 = r.window_s
+        idx = [i for i, t in enumerate(ts.get("time_s", [])) if w0 < t <= w1 + 1e-9]
+        def mean(key):
+            vals = [ts[key][i] for i in idx if key in ts and ts[key][i] is not None]
+            return float(np.mean(vals)) if vals else None
+        node = np.asarray([ts["node_gbps"][i] for i in idx], dtype=float) if ts.get("node_gbps") and idx else None
+        rows.append((r, mean("latency_local_ns"), mean("latency_remote_ns"), mean("link_util_max"),
+                     float(node.max()) if node is not None and node.size else None))
+    base = next((x for x in rows if x[0].label == result.baseline), None)
+    for r, lat_l, lat_r, link, node_peak in rows:
+        parts = []
+        rel = result.relative(r.label)
+        if rel is not None and r.label != result.baseline:
+            parts.append(f"{rel:.2f}x the throughput of {result.baseline}")
+        if r.locality is not None:
+            parts.append(f"{r.locality:.0%} of DRAM accesses local")
+        if r.locality is not None and lat_l is not None and lat_r is not None:  # only with DRAM traffic
+            parts.append(f"a remote access costs +{lat_r - lat_l:.0f} ns over a local one at this load "
+                         f"({lat_l:.0f} ns local)")
+        if node_peak is not None and node_peak >= 0.05:
+            parts.append(f"the busiest node moves {node_peak:.1f} GB/s")
+        if link is not None and link > 0:
+            parts.append(f"the busiest interconnect link is {link:.0%} utilised")
+        if parts:
+            out.append(f"{r.label}: " + "; ".join(parts) + ".")
+    if base is not None and len(rows) > 1:
+        best = max((x for x in rows if result.relative(x[0].label) is not None), key=lambda x: result.relative(x[0].label))
+        if best[0].label != result.baseline and best[0].locality is not None and base[0].locality is not None:
+            out.append(f"{best[0].label} leads: it keeps {best[0].locality:.0%} of accesses local against "
+                       f"{base[0].locality:.0%} for {result.baseline}, so fewer of its misses pay the remote latency.")
+    return out
 
 
 def _pods(result: RunResult, colours: dict[str, str]) -> go.Figure:
@@ -134,13 +205,24 @@ def _timeline(result: RunResult) -> go.Figure:
         codes = np.array([names.index(p.name) for p in tr.pods], dtype=float)
         pods = np.array([p.name for p in tr.pods], dtype=object)
         share = np.take_along_axis(time_ns, top[:, None, :], axis=1)[:, 0, :] / np.diff(edges)[:, None]
+        # Rows grouped by NUMA node (then OS CPU id), so that a pod's node shows as a band at any CPU count.
+        node_of = tr.machine.cpu_node
+        order = np.lexsort((np.arange(tr.machine.n_cpus), node_of))
+        cpu_label = np.array([f"CPU {c} (node {node_of[c]})" for c in range(tr.machine.n_cpus)], dtype=object)
+        text = np.where(busy, pods[top], "").T[order]
         fig.add_trace(go.Heatmap(
-            x=edges / 1e9, y=np.arange(tr.machine.n_cpus), z=np.where(busy, codes[top], np.nan).T,
-            text=np.where(busy, pods[top], "").T, customdata=np.round(share, 3).T,
+            x=edges / 1e9, y=np.arange(tr.machine.n_cpus), z=np.where(busy, codes[top], np.nan).T[order],
+            text=np.char.add(np.char.add(cpu_label[order][:, None].astype(str), ": "), text.astype(str)),
+            customdata=np.round(share, 3).T[order],
             coloraxis="coloraxis", hoverongaps=False, name=label,
-            hovertemplate="CPU %{y}, %{x:.2f} s<br>%{text}: %{customdata:.0%} of the interval" + _BY_NAME,
+            hovertemplate="%{text}, %{x:.2f} s: %{customdata:.0%} of the interval" + _BY_NAME,
         ), row=row, col=1)
-        fig.update_yaxes(title_text="OS CPU id", range=[tr.machine.n_cpus - 0.5, -0.5], row=row, col=1)
+        starts = [int(i) for i in np.flatnonzero(np.diff(node_of[order], prepend=-1))]
+        for k in starts[1:]:
+            fig.add_hline(y=k - 0.5, line_color="black", line_width=1, row=row, col=1)
+        fig.update_yaxes(title_text="CPUs by node", range=[tr.machine.n_cpus - 0.5, -0.5],
+                         tickvals=[k + (e - k) / 2 - 0.5 for k, e in zip(starts, starts[1:] + [tr.machine.n_cpus])],
+                         ticktext=[f"node {node_of[order[k]]}" for k in starts], row=row, col=1)
     fig.update_xaxes(title_text="time (s)", row=len(traces), col=1)
     return fig.update_layout(**_LAYOUT, height=row_px * len(traces) + 120, coloraxis={
         "colorscale": scale, "cmin": -0.5, "cmax": n - 0.5,
@@ -246,27 +328,33 @@ def figures(result: RunResult) -> dict[str, go.Figure]:
     Returns
     -------
     dict of str to plotly.graph_objects.Figure
-        ``summary``, ``pods``, ``timeline``, ``memory``, ``over_time`` and
+        ``summary``, ``pods``, ``timeline``, ``memory``, ``memory_system``, ``over_time`` and
         ``latency`` (a figure annotated with :data:`NO_REQUESTS` when there are
         neither latencies nor SLA data).
     """
     labels = [r.label for r in result.runs]
     colours = dict(zip(labels, _cycle(qualitative.Plotly, len(labels))))
     return {"summary": _summary(result, colours), "pods": _pods(result, colours), "timeline": _timeline(result),
-            "memory": _memory(result), "over_time": _over_time(result, colours), "latency": _latency(result, colours)}
+            "memory": _memory(result), "memory_system": _memory_system(result, colours),
+            "over_time": _over_time(result, colours), "latency": _latency(result, colours)}
 
 
 _CAPTIONS = {
     "summary": ("Summary", "Throughput of each policy variant relative to the baseline ({baseline}), and locality: "
                 "the share of DRAM misses served by the node the thread ran on, over the measurement window. "
-                "Error bars: ± one standard deviation over seeds, when there are several."),
+                "Labels and error bars: the mean ± the 95 % confidence interval over seeds, when there are several."),
     "pods": ("Throughput per pod", "Operations per second of each pod over the measurement window, per variant; "
              "a rejected or failed pod has none (hover for status and locality)."),
-    "timeline": ("Which pod ran where", "Per OS CPU id and sample interval, the pod with the most CPU time there "
-                 "(each variant's first seed); blank is idle. A thread's CPU time in an interval is split over the "
+    "timeline": ("Which pod ran where", "Per CPU (grouped by NUMA node; hover for the OS CPU id) and sample "
+                 "interval, the pod with the most CPU time there (each variant's first seed); blank is idle. "
+                 "Drag to zoom, double-click to reset. A thread's CPU time in an interval is split over the "
                  "CPUs it was placed on in proportion to the time it was placed there."),
     "memory": ("Memory per node", "Where each pod's memory is at the end of the run: GiB on each NUMA node, "
                "stacked, per variant and pod."),
+    "memory_system": ("Memory system over time", "Throughput, DRAM traffic on each node (one line per node and "
+                      "variant), the utilisation of the busiest interconnect link, and the mean loaded latency of a "
+                      "node's own memory (solid) and of the other nodes' (dotted), at the end of each sample "
+                      "interval; the shaded band is the warm-up."),
     "over_time": ("Over time", "Locality and cross-node thread migrations per second in each sample interval of "
                   "the whole run; the shaded band is the warm-up, outside the measurement window."),
     "latency": ("Request latency", "Response-time percentiles of each variant's request-driven pods as run; from "
@@ -312,6 +400,11 @@ def render_html(result: RunResult) -> str:
              "</head>\n<body>", f"<h1>{html.escape(title)}</h1>", f'<p class="facts">{html.escape(_facts(result))}</p>']
     if description:
         parts.append(f"<p>{html.escape(description)}</p>")
+    reasons = why(result)
+    if reasons:
+        items = "".join(f"<li>{html.escape(x)}</li>" for x in reasons)
+        parts.append(f'<section id="why">\n<h2>Why</h2>\n<p class="caption">Read from the figures below, over the '
+                     f'measurement window.</p>\n<ul>{items}</ul>\n</section>')
     for i, (key, fig) in enumerate(figures(result).items()):
         heading, caption = _CAPTIONS[key]
         div = pio.to_html(fig, full_html=False, include_plotlyjs=i == 0, div_id=f"figure-{key}",

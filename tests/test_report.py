@@ -24,7 +24,7 @@ from numasim import report
 
 from .conftest import run_small, small_scenario
 
-KEYS = ["summary", "pods", "timeline", "memory", "over_time", "latency"]
+KEYS = ["summary", "pods", "timeline", "memory", "memory_system", "over_time", "latency"]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 GIB = 2**30
@@ -60,7 +60,21 @@ def test_figures_show_the_results(result):
     assert list(rel.y) == [result.relative(label) for label in labels]
     assert rel.y[labels.index(result.baseline)] == 1.0
     assert list(loc.y) == [r.locality for r in result.runs]
-    assert rel.error_y.visible is False  # one seed: no spread to show
+    assert rel.error_y.visible is False  # one seed: no interval to show
+    assert list(rel.text) == [f"{result.relative(label):.3f}" for label in labels]  # value labels on the bars
+
+    # The memory system over time: throughput, then one line per node (GB/s), the busiest link, latencies.
+    ms = figs["memory_system"].data
+    run0 = result.runs[0]
+    assert list(ms[0].y) == run0.timeseries["throughput"]
+    per_node = [t for t in ms if t.name and t.name.startswith(f"{run0.label} node ")]
+    assert len(per_node) == 2 and list(per_node[1].y) == [row[1] for row in run0.timeseries["node_gbps"]]
+    assert max(max(row) for row in run0.timeseries["node_gbps"]) > 0
+    remote, local = run0.timeseries["latency_remote_ns"][-1], run0.timeseries["latency_local_ns"][-1]
+    assert remote > local > 0  # a remote access costs more than a local one
+    sentences = report.why(result)
+    assert any(s.startswith(f"{run0.label}: ") and "DRAM accesses local" in s and "remote access costs +" in s
+               for s in sentences)
 
     for bars, run in zip(figs["pods"].data, result.runs):
         assert bars.name == run.label
@@ -129,11 +143,13 @@ def test_timeline_shows_which_pod_ran_on_each_cpu(result):
     assert list(maps) == [r.label for r in result.runs]
     names = list(timeline.layout.coloraxis.colorbar.ticktext)
     assert names == ["app-0", "app-1"]
-    # taskset pins app-0 to the even CPUs and app-1 to the odd ones (cpus: ["0-7:2", "1-7:2"]).
+    # taskset pins app-0 to the even CPUs and app-1 to the odd ones (cpus: ["0-7:2", "1-7:2"]); with
+    # alternate numbering those are node 0's and node 1's, and the rows are grouped by node.
     z = maps["taskset"]
     assert z.shape == (8, 12)  # 8 CPUs x 12 sample intervals of 250 ms
-    assert set(np.unique(z[0::2][~np.isnan(z[0::2])])) == {names.index("app-0")}
-    assert set(np.unique(z[1::2][~np.isnan(z[1::2])])) == {names.index("app-1")}
+    assert set(np.unique(z[:4][~np.isnan(z[:4])])) == {names.index("app-0")}
+    assert set(np.unique(z[4:][~np.isnan(z[4:])])) == {names.index("app-1")}
+    assert list(timeline.layout.yaxis.ticktext) == ["node 0", "node 1"]
     for column in z.T:  # both pods ran in every interval
         assert set(column[~np.isnan(column)]) == {0.0, 1.0}
     for z in maps.values():  # in every variant, some CPU ran a pod in every interval

@@ -115,7 +115,10 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
             series[key] = values
         else:
             cols = list(zip(*[r.timeseries[key] for r in runs]))
-            series[key] = [_mean(list(c)) for c in cols]
+            if cols and isinstance(cols[0][0], list):  # per node: the mean of each node's values
+                series[key] = [[round(float(np.mean(v)), 3) for v in zip(*c)] for c in cols]
+            else:
+                series[key] = [_mean(list(c)) for c in cols]
     return Metrics(
         label=first.label, policy=first.policy,
         throughput=float(np.mean([r.throughput for r in runs])),
@@ -210,6 +213,12 @@ def summarize(trace: Trace, label: str) -> Metrics:
         "pages_migrated_bytes": [int(x) for x in np.diff(s["pages_moved"].sum(axis=1))],
         "hinting_faults": [int(x) for x in np.diff(s["faults"].sum(axis=1))],
         "numa_task_moves": [int(x) for x in np.diff(s["numa_moves"].sum(axis=1))],
+        # At each interval's end (the solver's loads then): DRAM traffic per node (reads and
+        # write-backs), the busiest interconnect link's utilisation, mean loaded latencies.
+        "node_gbps": [[round(float(x), 3) for x in row] for row in s["node_load"][1:]],
+        "link_util_max": [float(row.max()) if row.size else 0.0 for row in s["link_util"][1:]],
+        "latency_local_ns": [float(x) for x in s["lat_local"][1:]],
+        "latency_remote_ns": [None if np.isnan(x) else float(x) for x in s["lat_remote"][1:]],
     }
     ncpu = trace.machine.n_cpus
     return Metrics(

@@ -411,6 +411,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "node_util": self.r_node_util,
             "link_load": self.r_link_load,
             "link_util": self.r_link_util,
+            # Mean loaded latency of a node's own memory and of the others', at the last solve (ns).
+            "lat_local": float(np.mean(np.diag(self._lmat))),
+            "lat_remote": float(self._lmat[~np.eye(len(self._lmat), dtype=bool)].mean()) if len(self._lmat) > 1 else np.nan,
         }
         i = self._n_samples
         if i == 0:
