@@ -25,6 +25,7 @@ from .model.presets import machine_preset
 from .model.scenario import Scenario, from_dict, load
 from .model.workload import PodSpec, WorkloadProfile
 from .sweep import sweep
+from .calibrate import calibrate
 
 
 def load_result(path) -> "RunResult":
@@ -42,6 +43,7 @@ def load_result(path) -> "RunResult":
 __all__ = [
     "__version__",
     "sweep",
+    "calibrate",
     "load_result",
     "Admission",
     "Machine",

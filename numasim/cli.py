@@ -140,6 +140,27 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=int, default=0, help="local worker processes (default: one per CPU)")
     sw.add_argument("--quiet", action="store_true", help="no progress display")
 
+    cal = sub.add_parser(
+        "calibrate", help="fit scenario fields so that predictions match your measurements",
+        description="Run the scenario with candidate values of each --fit field (applied like --set) until the "
+                    "--target figures match the measured values: Brent's method for one field and one target, "
+                    "Powell's method within the bounds for several. Every run uses the same seeds. Prints the "
+                    "fitted values and the targets' predicted against measured; --out writes them as YAML with the "
+                    "--set overrides to use. A fitted value must not be judged on the targets it was fitted to. "
+                    "Example: numasim calibrate scenarios/pacific.yaml --fit "
+                    "workloads.java-transactions.llc_misses_per_op=1000..8000 --target numactl:relative_throughput=1.17 "
+                    "--set workloads.java-transactions.base=java-transactions")
+    cal.add_argument("scenario")
+    cal.add_argument("--fit", action="append", default=[], metavar="PATH=LO..HI", help="a numeric field to fit, within bounds; repeatable")
+    cal.add_argument("--target", action="append", default=[], metavar="LABEL:METRIC=VALUE",
+                     help="a measured figure: variant label, metric (relative_throughput, throughput, locality, "
+                          "memory_gbps, p99_ms, cpu_utilisation) and value; repeatable")
+    cal.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field first")
+    cal.add_argument("--replications", type=int, metavar="N", help="seeds per run (default: the scenario's)")
+    cal.add_argument("--max-evaluations", type=int, default=40, metavar="N", help="at most this many runs (default 40)")
+    cal.add_argument("--workers", type=int, default=0, help="processes for the variants of each run (default: one per CPU)")
+    cal.add_argument("--out", metavar="FILE.yaml", help="write the fitted values, the targets and the overrides")
+
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
     sub.add_parser("workloads", help="list the workload presets")
@@ -356,6 +377,57 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
     return 0
 
 
+def _cmd_calibrate(args, out: Console, err: Console) -> int:
+    from .calibrate import calibrate
+    from .importers.machine import to_yaml
+
+    fit: dict[str, tuple[float, float]] = {}
+    for item in args.fit:
+        path, sep, span = item.partition("=")
+        lo, dots, hi = span.partition("..")
+        try:
+            if not sep or not dots or not path.strip():
+                raise ValueError
+            fit[path.strip()] = (float(lo), float(hi))
+        except ValueError:
+            raise ScenarioError(Problem("--fit", f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
+    targets = []
+    for item in args.target:
+        head, sep, value = item.partition("=")
+        label, colon, metric = head.rpartition(":")
+        try:
+            if not sep or not colon or not label:
+                raise ValueError
+            targets.append((label, metric, float(value)))
+        except ValueError:
+            raise ScenarioError(Problem("--target", f"{item[:80]!r} must be LABEL:METRIC=VALUE, "
+                                                    "e.g. numactl:relative_throughput=1.17")) from None
+    if not 1 <= args.max_evaluations <= 10_000:
+        raise ScenarioError(Problem("--max-evaluations", "must be 1-10000"))
+    target_file = check_target(args.out, f"--out {args.out}", (args.scenario,)) if args.out else None
+    res = calibrate(args.scenario, fit, targets, sets=args.set, replications=args.replications,
+                    workers=args.workers, max_evaluations=args.max_evaluations,
+                    on_evaluation=lambda values, e: err.print(
+                        "run: " + ", ".join(f"{k}={v:.6g}" for k, v in values.items()) + f": error {e:.3g}",
+                        markup=False, highlight=False))
+    table = Table(title=f"calibration: {res.evaluations} runs")
+    for col in ("target", "measured", "predicted", "error %"):
+        table.add_column(col)
+    for t in res.targets:
+        table.add_row(f"{t['label']}:{t['metric']}", f"{t['measured']:.4g}", f"{t['predicted']:.4g}", f"{t['error_pct']:+.1f}")
+    out.print(table)
+    for path, value in res.fitted.items():
+        out.print(f"fitted {path} = {value:.6g}", markup=False, highlight=False)
+    out.print("use with: " + " ".join(f"--set {o}" for o in res.overrides()), markup=False, highlight=False)
+    if target_file is not None:
+        doc = {"scenario": args.scenario, "fitted": res.fitted, "overrides": res.overrides(),
+               "fitted_on": res.targets, "evaluations": res.evaluations, "sets": list(args.set),
+               "note": "fitted on the targets above: judge the model on other figures, not on these"}
+        write_all([(target_file, to_yaml(doc, f"# Written by numasim calibrate {Path(args.scenario).name}.\n"),
+                    f"--out {args.out}")])
+    return 0
+
+
 def _cmd_validation(args, out: Console, err: Console) -> int:
     from . import validation
 
@@ -470,6 +542,8 @@ def _main(args) -> int:
             return _cmd_k8s(args, out, err)
         if args.command == "sweep":
             return _cmd_sweep(args, out, err)
+        if args.command == "calibrate":
+            return _cmd_calibrate(args, out, err)
         if args.command == "validation":
             return _cmd_validation(args, out, err)
         if args.command == "policies":
