@@ -30,13 +30,12 @@ from .calibrate import calibrate
 
 def load_result(path) -> "RunResult":
     """Results written by ``numasim run --json FILE`` (or ``RunResult.to_json``), read back."""
-    import json
     from pathlib import Path
 
     from .errors import NumasimError
 
     try:
-        return RunResult.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+        return RunResult.from_json(Path(path))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise NumasimError(f"{path}: cannot be read as numasim results: {exc}") from None
 

@@ -5,7 +5,9 @@ runs the scenario with candidate values of the fitted fields (applied like
 ``--set``) and minimises the sum of squared relative errors of the targets: with
 one field and one target, by Brent's method on the bracket when the error changes
 sign across it, otherwise by a bounded scalar search; with several fields, by
-Powell's method within the bounds. Every evaluation uses the same seeds (common
+bounded least squares (scipy.optimize.least_squares, trust region reflective, finite
+differences over 5 % of each value) with a 95 % confidence interval per field from the
+Jacobian when there are more targets than fields. Every evaluation uses the same seeds (common
 random numbers), so the objective is deterministic. The result says what was fitted
 on what: a fitted value must not be judged on the targets it was fitted to
 (docs/validation.md).
@@ -34,6 +36,15 @@ class Calibration:
     targets: list[dict[str, Any]]  # label, metric, measured, predicted, error_pct
     evaluations: int
     history: list[dict[str, Any]] = field(default_factory=list)
+    ci: dict[str, float | None] = field(default_factory=dict)  # 95 % half-widths; None when not estimable
+    error_before_pct: float | None = None  # RMS relative error of the targets before the fit
+    error_after_pct: float | None = None
+    leave_one_out: list[dict[str, Any]] = field(default_factory=list)  # each target predicted by a fit without it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fitted": self.fitted, "ci": self.ci, "targets": self.targets, "evaluations": self.evaluations,
+                "error_before_pct": self.error_before_pct, "error_after_pct": self.error_after_pct,
+                "leave_one_out": self.leave_one_out, "overrides": self.overrides()}
 
     def overrides(self) -> list[str]:
         """The fitted values as ``--set`` overrides."""
@@ -56,14 +67,15 @@ def _value(result, label: str, metric: str) -> float:
 def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, tuple[float, float]],
               targets: list[tuple[str, str, float]], sets: list[str] | tuple[str, ...] = (),
               replications: int | None = None, workers: int = 0, max_evaluations: int = 40,
-              on_evaluation: Callable[[dict[str, float], float], None] | None = None) -> Calibration:
+              on_evaluation: Callable[[dict[str, float], float], None] | None = None,
+              leave_one_out: bool = False) -> Calibration:
     """Fit ``fit``'s fields (paths with bounds) so that the scenario's ``targets`` match the measured values.
 
     ``targets`` are ``(variant label, metric, measured value)`` with metric one of
     :data:`METRICS`.
     """
     import numpy as np
-    from scipy.optimize import brentq, minimize, minimize_scalar
+    from scipy.optimize import brentq, least_squares, minimize_scalar
 
     from .model.scenario import apply_overrides, from_dict, set_path
     from .model.yamlfile import read_yaml
@@ -120,34 +132,106 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
             on_evaluation(dict(zip(paths, map(float, x))), err)
         return preds
 
-    def error(x) -> float:
-        preds = predict(list(np.atleast_1d(x)))
-        return float(sum(((p - t[2]) / (abs(t[2]) or 1.0)) ** 2 for p, t in zip(preds, targets)))
+    scale = np.array([abs(t[2]) or 1.0 for t in targets])
+    measured_v = np.array([t[2] for t in targets])
 
+    def residuals(x) -> np.ndarray:
+        return (np.asarray(predict(list(np.atleast_1d(x)))) - measured_v) / scale
+
+    def error(x) -> float:
+        return float(np.sum(residuals(x) ** 2))
+
+    def rms(preds) -> float:
+        return float(100.0 * np.sqrt(np.mean(((np.asarray(preds) - measured_v) / scale) ** 2)))
+
+    # Before: the scenario's own values where it has them, else the middle of the bounds.
+    start = [_current(base, p, (lo + hi) / 2) for p, (lo, hi) in fit.items()]
+    start = [min(max(v, lo), hi) for v, (lo, hi) in zip(start, fit.values())]
+    ci: dict[str, float | None] = {p: None for p in paths}
     try:
+        before = rms(predict(start))
         if len(paths) == 1 and len(targets) == 1:
             lo, hi = fit[paths[0]]
-            (measured,) = [t[2] for t in targets]
+            measured = measured_v[0]
             f_lo, f_hi = predict([lo])[0] - measured, predict([hi])[0] - measured
             if f_lo * f_hi < 0:
                 brentq(lambda v: predict([v])[0] - measured, lo, hi, xtol=1e-4 * (hi - lo), rtol=1e-6)
             else:
                 minimize_scalar(error, bounds=(lo, hi), method="bounded",
                                 options={"xatol": 1e-4 * (hi - lo), "maxiter": max_evaluations})
-        elif len(paths) == 1:
-            lo, hi = fit[paths[0]]
-            minimize_scalar(error, bounds=(lo, hi), method="bounded",
-                            options={"xatol": 1e-4 * (hi - lo), "maxiter": max_evaluations})
         else:
-            x0 = [(lo + hi) / 2 for lo, hi in fit.values()]
-            minimize(error, x0, method="Powell", bounds=list(fit.values()),
-                     options={"xtol": 1e-3, "ftol": 1e-6, "maxfev": max_evaluations})
+            least_squares(residuals, start, bounds=([b[0] for b in fit.values()], [b[1] for b in fit.values()]),
+                          method="trf", diff_step=0.05, max_nfev=max_evaluations, x_scale="jac")
     except _Budget:
-        pass  # the best point so far stands, and the result says how many runs it took
+        before = before if "before" in locals() else None
     best = min(history, key=lambda h: h["error"])
+    m, n = len(targets), len(paths)
+    if m > n:
+        # 95 % intervals from the Jacobian at the best point (forward differences over 5 % of each
+        # value, inside the bounds; n runs beyond the budget) and the residual variance.
+        x = np.array([best["values"][p] for p in paths])
+        r0 = (np.asarray(best["predicted"]) - measured_v) / scale
+        jac = np.zeros((m, n))
+        for i, (lo, hi) in enumerate(fit.values()):
+            h = 0.05 * (abs(x[i]) or (hi - lo))
+            step = h if x[i] + h <= hi else -h
+            xs = x.copy()
+            xs[i] += step
+            cache.pop(tuple(round(v, 12) for v in xs), None)
+            history_len = len(history)
+            max_evaluations = history_len + 1  # allow this one run
+            try:
+                jac[:, i] = ((np.asarray(predict(list(xs))) - measured_v) / scale - r0) / step
+            except _Budget:
+                break
+        else:
+            s2 = float(np.sum(r0 ** 2)) / (m - n)
+            try:
+                cov = np.linalg.inv(jac.T @ jac) * s2
+                ci = {p: float(1.96 * np.sqrt(max(cov[i, i], 0.0))) for i, p in enumerate(paths)}
+            except np.linalg.LinAlgError:
+                pass  # the fields are not separately identifiable from these targets
+        best = min(history, key=lambda h: h["error"])
     rows = [{"label": t[0], "metric": t[1], "measured": t[2], "predicted": p,
              "error_pct": 100.0 * (p - t[2]) / (abs(t[2]) or 1.0)} for t, p in zip(targets, best["predicted"])]
-    return Calibration(fitted=best["values"], targets=rows, evaluations=len(history), history=history)
+    loo: list[dict[str, Any]] = []
+    if leave_one_out and len(targets) > 1:
+        for i, t in enumerate(targets):
+            others = [x for j, x in enumerate(targets) if j != i]
+            sub = calibrate(base, fit, others, replications=replications, workers=workers,
+                            max_evaluations=max_evaluations)
+            check = calibrate_predict(base, sub.fitted, [t], replications, workers)
+            loo.append({"left_out": f"{t[0]}:{t[1]}", "fitted": sub.fitted, "measured": t[2], "predicted": check[0],
+                        "error_pct": 100.0 * (check[0] - t[2]) / (abs(t[2]) or 1.0)})
+    return Calibration(fitted=best["values"], targets=rows, evaluations=len(history), history=history, ci=ci,
+                       error_before_pct=before, error_after_pct=rms(best["predicted"]), leave_one_out=loo)
+
+
+def _current(data: dict[str, Any], path: str, default: float) -> float:
+    """The value at ``path`` in the scenario data when it is a number there, else ``default``."""
+    node: Any = data
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return default
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else default
+
+
+def calibrate_predict(data: dict[str, Any], values: dict[str, float], targets, replications=None, workers=0) -> list[float]:
+    """The targets' predicted values with ``values`` set in the scenario data."""
+    from .model.scenario import from_dict, set_path
+    from .runner import run
+
+    data = copy.deepcopy(data)
+    for path, v in values.items():
+        set_path(data, path, float(v), "--fit")
+    scenario = from_dict(data)
+    labels = sorted({t[0] for t in targets} | {scenario.baseline})
+    result = run(scenario, policies=labels, replications=replications, workers=workers, with_sla=False, quiet=True)
+    return [_value(result, t[0], t[1]) for t in targets]
 
 
 class _Budget(Exception):

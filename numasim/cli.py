@@ -152,14 +152,27 @@ def _parser() -> argparse.ArgumentParser:
                     "--set workloads.java-transactions.base=java-transactions")
     cal.add_argument("scenario")
     cal.add_argument("--fit", action="append", default=[], metavar="PATH=LO..HI", help="a numeric field to fit, within bounds; repeatable")
+    cal.add_argument("--measured", metavar="FILE.csv", help="measured figures: a CSV with columns label,metric,value")
     cal.add_argument("--target", action="append", default=[], metavar="LABEL:METRIC=VALUE",
-                     help="a measured figure: variant label, metric (relative_throughput, throughput, locality, "
-                          "memory_gbps, p99_ms, cpu_utilisation) and value; repeatable")
+                     help="a measured figure on the command line: variant label, metric (relative_throughput, "
+                          "throughput, locality, memory_gbps, p99_ms, cpu_utilisation) and value; repeatable")
+    cal.add_argument("--leave-one-out", action="store_true",
+                     help="also fit without each target in turn and predict it: the error to expect on a figure not fitted")
     cal.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field first")
     cal.add_argument("--replications", type=int, metavar="N", help="seeds per run (default: the scenario's)")
     cal.add_argument("--max-evaluations", type=int, default=40, metavar="N", help="at most this many runs (default 40)")
     cal.add_argument("--workers", type=int, default=0, help="processes for the variants of each run (default: one per CPU)")
-    cal.add_argument("--out", metavar="FILE.yaml", help="write the fitted values, the targets and the overrides")
+    cal.add_argument("--json", metavar="FILE", help='write {"fitted": {PATH: value}, "ci", "targets", "error_before_pct", '
+                                                   '"error_after_pct", "leave_one_out", "overrides"}')
+
+    cmp_ = sub.add_parser(
+        "compare", help="put two results (run --json) side by side, with the significance of each difference",
+        description="For every variant label in both results: throughput, relative throughput, locality and "
+                    "memory traffic in A and B, the change B/A - 1, and Welch's t-test p-value over their seeds "
+                    "(none with one seed). Says when the two results come from different scenarios or numasim "
+                    "versions. Example: numasim compare before.json after.json")
+    cmp_.add_argument("a", metavar="A.json")
+    cmp_.add_argument("b", metavar="B.json")
 
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
@@ -226,6 +239,9 @@ def _pods_csv(result: RunResult) -> str:
         pods = pods.join(lat)
     runs = result.to_frame().drop(columns=["policy"]).add_prefix("run_").rename(columns={"run_label": "label"})
     frame = pods.merge(runs, on="label", how="left", validate="many_to_one")
+    prov = result.scenario.get("provenance") or {}
+    frame["numasim_version"] = prov.get("numasim_version")
+    frame["scenario_hash"] = prov.get("scenario_hash")
     return frame.to_csv(index=False, lineterminator="\n")
 
 
@@ -379,7 +395,6 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
 
 def _cmd_calibrate(args, out: Console, err: Console) -> int:
     from .calibrate import calibrate
-    from .importers.machine import to_yaml
 
     fit: dict[str, tuple[float, float]] = {}
     for item in args.fit:
@@ -391,7 +406,7 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
             fit[path.strip()] = (float(lo), float(hi))
         except ValueError:
             raise ScenarioError(Problem("--fit", f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
-    targets = []
+    targets = _measured_csv(args.measured) if args.measured else []
     for item in args.target:
         head, sep, value = item.partition("=")
         label, colon, metric = head.rpartition(":")
@@ -404,9 +419,10 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
                                                     "e.g. numactl:relative_throughput=1.17")) from None
     if not 1 <= args.max_evaluations <= 10_000:
         raise ScenarioError(Problem("--max-evaluations", "must be 1-10000"))
-    target_file = check_target(args.out, f"--out {args.out}", (args.scenario,)) if args.out else None
+    inputs = (args.scenario,) + ((args.measured,) if args.measured else ())
+    target_file = check_target(args.json, f"--json {args.json}", inputs) if args.json else None
     res = calibrate(args.scenario, fit, targets, sets=args.set, replications=args.replications,
-                    workers=args.workers, max_evaluations=args.max_evaluations,
+                    workers=args.workers, max_evaluations=args.max_evaluations, leave_one_out=args.leave_one_out,
                     on_evaluation=lambda values, e: err.print(
                         "run: " + ", ".join(f"{k}={v:.6g}" for k, v in values.items()) + f": error {e:.3g}",
                         markup=False, highlight=False))
@@ -417,14 +433,72 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
         table.add_row(f"{t['label']}:{t['metric']}", f"{t['measured']:.4g}", f"{t['predicted']:.4g}", f"{t['error_pct']:+.1f}")
     out.print(table)
     for path, value in res.fitted.items():
-        out.print(f"fitted {path} = {value:.6g}", markup=False, highlight=False)
+        ci = res.ci.get(path)
+        out.print(f"fitted {path} = {value:.6g}" + (f" ± {ci:.3g} (95 %)" if ci is not None else
+                                                    " (no interval: no more targets than fitted fields)"),
+                  markup=False, highlight=False)
+    if res.error_before_pct is not None:
+        out.print(f"RMS error of the targets: {res.error_before_pct:.1f} % before, {res.error_after_pct:.1f} % after",
+                  markup=False, highlight=False)
+    for row in res.leave_one_out:
+        out.print(f"left out {row['left_out']}: predicted {row['predicted']:.4g} against {row['measured']:.4g} "
+                  f"({row['error_pct']:+.1f} %)", markup=False, highlight=False)
     out.print("use with: " + " ".join(f"--set {o}" for o in res.overrides()), markup=False, highlight=False)
     if target_file is not None:
-        doc = {"scenario": args.scenario, "fitted": res.fitted, "overrides": res.overrides(),
-               "fitted_on": res.targets, "evaluations": res.evaluations, "sets": list(args.set),
-               "note": "fitted on the targets above: judge the model on other figures, not on these"}
-        write_all([(target_file, to_yaml(doc, f"# Written by numasim calibrate {Path(args.scenario).name}.\n"),
-                    f"--out {args.out}")])
+        doc = {**res.to_json(), "scenario": args.scenario, "sets": list(args.set),
+               "note": "fitted on these targets: judge the model on other figures, not on these"}
+        write_all([(target_file, json.dumps(doc, indent=2) + "\n", f"--json {args.json}")])
+    return 0
+
+
+def _measured_csv(path: str) -> list[tuple[str, str, float]]:
+    """label,metric,value rows of a measurements file; errors name the line."""
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read(4 * 2**20 + 1)
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot be read: {exc.strerror or exc}"), source=path) from None
+    if len(text) > 4 * 2**20:
+        raise ScenarioError(Problem("", "larger than 4 MiB"), source=path)
+    rows = list(csv.reader(text.splitlines()))
+    if not rows or [c.strip() for c in rows[0]] != ["label", "metric", "value"]:
+        raise ScenarioError(Problem("line 1", "the header must be label,metric,value"), source=path)
+    out = []
+    for n, row in enumerate(rows[1:], start=2):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            label, metric, value = (c.strip() for c in row)
+            out.append((label, metric, float(value)))
+        except ValueError:
+            raise ScenarioError(Problem(f"line {n}", "expected label,metric,value with a number as value"),
+                                source=path) from None
+    return out
+
+
+def _cmd_compare(args, out: Console, err: Console) -> int:
+    import numasim
+    from .analysis.compare import compare
+
+    a, b = numasim.load_result(args.a), numasim.load_result(args.b)
+    pa, pb = a.scenario.get("provenance") or {}, b.scenario.get("provenance") or {}
+    for key, what in (("scenario_hash", "scenarios"), ("numasim_version", "numasim versions")):
+        if pa.get(key) != pb.get(key):
+            err.print(f"note: different {what}: {pa.get(key)} and {pb.get(key)}", markup=False, highlight=False)
+    rows = compare(a, b)
+    if not rows:
+        raise NumasimError(f"{args.a} and {args.b} have no variant label in common")
+    table = Table(title=f"{Path(args.a).name} (A) against {Path(args.b).name} (B)")
+    for col in ("variant", "figure", "A", "B", "change", "p", "significant"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["label"], r["figure"], f"{r['a']:.4g}", f"{r['b']:.4g}",
+                      "" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
+                      "" if r["p_value"] is None else f"{r['p_value']:.3f}",
+                      "one seed" if r["significant"] is None else ("yes" if r["significant"] else "no"))
+    out.print(table)
     return 0
 
 
@@ -544,6 +618,8 @@ def _main(args) -> int:
             return _cmd_sweep(args, out, err)
         if args.command == "calibrate":
             return _cmd_calibrate(args, out, err)
+        if args.command == "compare":
+            return _cmd_compare(args, out, err)
         if args.command == "validation":
             return _cmd_validation(args, out, err)
         if args.command == "policies":

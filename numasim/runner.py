@@ -216,13 +216,20 @@ def provenance(scenario: Scenario) -> dict[str, Any]:
 
     from ._version import __version__
 
+    import hashlib
+    import json
+
+    resolved = scenario.spec.model_dump(mode="json", exclude_none=True)
+    machine = scenario.machine.spec.model_dump(mode="json", exclude_none=True)
+    content = json.dumps({"scenario": resolved, "machine": machine, "numasim": __version__}, sort_keys=True)
     return {
         "numasim_version": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "scenario": scenario.spec.model_dump(mode="json", exclude_none=True),
-        "machine": scenario.machine.spec.model_dump(mode="json", exclude_none=True),
+        "scenario_hash": hashlib.sha256(content.encode()).hexdigest()[:20],
+        "scenario": resolved,
+        "machine": machine,
     }
 
 

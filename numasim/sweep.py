@@ -97,8 +97,11 @@ def _run_point(data: dict[str, Any], source: str, point: dict[str, Any], key: st
     scenario = from_dict(data, source=source)
     result = run(scenario, policies=policies, seed=seed, workers=1, with_sla=False, quiet=True)
     rows = result.to_frame().to_dict("records")
+    prov = result.scenario["provenance"]
     for r in rows:
-        r.update({"point": key, **{p: _values_label(v) for p, v in point.items()}})
+        r.update({"point": key, **{p: _values_label(v) for p, v in point.items()},
+                  "seeds": ",".join(str(x) for x in result.run(r["label"]).seeds),
+                  "numasim_version": prov["numasim_version"], "scenario_hash": prov["scenario_hash"]})
     return rows
 
 

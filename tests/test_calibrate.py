@@ -43,17 +43,27 @@ def test_several_fields_reduce_the_error_within_the_budget():
     assert all(100.0 <= h["values"]["machine.remote_latency_ns"] <= 250.0 for h in res.history)
 
 
-def test_cli_writes_the_fit_and_refuses_bad_targets(tmp_path, capsys):
+def test_cli_reads_measurements_writes_the_fit_and_refuses_bad_targets(tmp_path, capsys):
+    import json
+
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_data()))
-    out = tmp_path / "fit.yaml"
+    measured = tmp_path / "m.csv"
+    measured.write_text("label,metric,value\nnumactl,relative_throughput,1.15\ncfs,locality,0.5\n")
+    out = tmp_path / "fit.json"
     assert main(["calibrate", str(path), "--fit", "workloads.java.llc_misses_per_op=500..6000",
-                 "--target", "numactl:relative_throughput=1.15", "--max-evaluations", "6", "--workers", "1",
-                 "--out", str(out)]) == 0
-    doc = yaml.safe_load(out.read_text())
-    assert doc["overrides"][0].startswith("workloads.java.llc_misses_per_op=") and doc["evaluations"] <= 6
+                 "--measured", str(measured), "--max-evaluations", "6", "--workers", "1",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["fitted"]) == {"workloads.java.llc_misses_per_op"} and doc["evaluations"] <= 6 + 1  # + the interval
+    assert doc["error_after_pct"] <= doc["error_before_pct"]
     assert "judge the model on other figures" in doc["note"]
-    capsys.readouterr()
+    # Two targets, one field: an interval for it, from the Jacobian.
+    assert "±" in capsys.readouterr().out
+    measured.write_text("label,metric,value\nnumactl,relative_throughput,lots\n")
+    assert main(["calibrate", str(path), "--fit", "workloads.java.llc_misses_per_op=500..6000",
+                 "--measured", str(measured)]) == 2
+    assert "line 2" in capsys.readouterr().err
     assert main(["calibrate", str(path), "--fit", "workloads.java.llc_misses_per_op=500..6000",
                  "--target", "nosuch:throughput=1"]) == 2
     assert "no variant 'nosuch'" in capsys.readouterr().err

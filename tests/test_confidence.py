@@ -105,3 +105,32 @@ def test_results_record_their_provenance_and_load_back(tmp_path):
 
     with pytest.raises(numasim.NumasimError, match="cannot be read as numasim results"):
         numasim.load_result(bad)
+
+
+def test_compare_two_results_with_significance(tmp_path, capsys):
+    import yaml
+
+    from numasim.analysis.compare import compare
+    from numasim.cli import main
+
+    from .conftest import small_scenario
+
+    for name, remote in (("a", 130.0), ("b", 220.0)):
+        data = small_scenario(duration="2s", replications=3, policies=[{"label": "cfs", "policy": "cfs"},
+                                                                        {"label": "numactl", "policy": "numactl"}])
+        data["machine"]["remote_latency_ns"] = remote
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
+        assert main(["run", str(tmp_path / f"{name}.yaml"), "--json", str(tmp_path / f"{name}.json"),
+                     "--quiet", "--no-sla"]) == 0
+    capsys.readouterr()
+    import numasim
+
+    a, b = numasim.load_result(tmp_path / "a.json"), numasim.load_result(tmp_path / "b.json")
+    rows = {(r["label"], r["figure"]): r for r in compare(a, b)}
+    cfs = rows[("cfs", "throughput")]
+    assert cfs["b"] < cfs["a"] and cfs["p_value"] is not None  # a farther remote node slows CFS
+    numactl = rows[("numactl", "relative_throughput")]
+    assert numactl["b"] > numactl["a"]  # and so raises numactl's gain over it
+    assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    io = capsys.readouterr()
+    assert "different scenarios" in io.err and "relative_throughput" in io.out

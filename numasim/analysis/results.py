@@ -127,12 +127,19 @@ class RunResult:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RunResult":
-        """The results written by :meth:`to_json` (``--json``), read back: figures, pods, time series, SLA
-        scores and provenance; not the traces (per-thread samples), which are not written."""
+    def from_json(cls, data: "dict[str, Any] | str | Any") -> "RunResult":
+        """The results written by :meth:`to_json` (``--json``), read back from the data or a file's path:
+        figures, pods, time series, SLA scores and provenance; not the traces (per-thread samples),
+        which are not written. ``.to_json()`` of the result gives the same document."""
+        import json
+        import os
         from dataclasses import fields
 
         from .metrics import PodMetrics
+
+        if isinstance(data, (str, os.PathLike)):
+            with open(data, encoding="utf-8") as fh:
+                data = json.load(fh)
 
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ValueError(f"not numasim results of schema {SCHEMA} (schema: {str((data or {}).get('schema'))[:40]!r})"
