@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                    "(label, policy, name, group, status, reason, throughput, locality, cpu_seconds, ...; latency_p99_ms "
                    "and the other latency_* statistics for request-driven pods), then the variant's columns prefixed "
                    "run_ (run_throughput, run_relative_throughput, run_locality, ...)")
+    r.add_argument("--trace", metavar="FILE", help="write a Chrome trace-event JSON that Perfetto (ui.perfetto.dev) and "
+                   "chrome://tracing open: a track per CPU with a slice per running thread, migrations, and counters "
+                   "for node bandwidth and memory (each variant's first seed, at the scenario's sample interval)")
     r.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field, e.g. machine.smt=true or pods.0.replicas=4")
     r.add_argument("--policy-file", action="append", default=[], metavar="FILE.py:CLASS",
                    help="add a variant running a policy class from a Python file (or package.module:CLASS), "
@@ -237,11 +240,11 @@ def _pods_csv(result: RunResult) -> str:
     if "latency" in pods.columns:
         lat = pd.DataFrame([d or {} for d in pods.pop("latency")], index=pods.index).add_prefix("latency_")
         pods = pods.join(lat)
+    prov = result.scenario.get("provenance") or {}
+    pods["numasim_version"] = prov.get("numasim_version")  # with the pod columns: the run_* columns stay last
+    pods["scenario_hash"] = prov.get("scenario_hash")
     runs = result.to_frame().drop(columns=["policy"]).add_prefix("run_").rename(columns={"run_label": "label"})
     frame = pods.merge(runs, on="label", how="left", validate="many_to_one")
-    prov = result.scenario.get("provenance") or {}
-    frame["numasim_version"] = prov.get("numasim_version")
-    frame["scenario_hash"] = prov.get("scenario_hash")
     return frame.to_csv(index=False, lineterminator="\n")
 
 
@@ -261,8 +264,8 @@ def _cmd_run(args, out: Console, err: Console) -> int:
         if not value > 0 or value == float("inf"):
             raise ScenarioError(Problem(flag, f"must be a positive number, got {value:g}"))
     # Every output is checked before any simulation, and written with the others or not at all.
-    outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report))
-               if target is not None]
+    outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report),
+                                                   ("--trace", args.trace)) if target is not None]
     seen: dict[str, str] = {}
     for flag, target in outputs:
         path = check_target(target, f"{flag} {target}", (args.scenario,))
@@ -289,6 +292,10 @@ def _cmd_run(args, out: Console, err: Console) -> int:
             text = json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n"
         elif flag == "--csv":
             text = _pods_csv(result)
+        elif flag == "--trace":
+            from .perfetto import trace_events
+
+            text = json.dumps(trace_events(result), separators=(",", ":")) + "\n"
         else:
             from .report import render_html  # plotly is imported only when a report is asked for
 

@@ -119,7 +119,9 @@ def run_jobs(
     from loky import get_reusable_executor  # imported here: a serial run never starts a pool
     from loky.process_executor import TerminatedWorkerError
 
-    pool = get_reusable_executor(max_workers=workers)
+    # Idle workers stay for an hour (loky's default is 5 minutes): a worker that times out just as
+    # a job is handed to it makes loky warn and resubmit, which a long session would hit now and then.
+    pool = get_reusable_executor(max_workers=workers, timeout=3600)
     running: dict[Future, Job] = {}
     try:
         while queue or running:

@@ -19,7 +19,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 MARKER = "NOTEBOOK_SUMMARY "
-NAMES = ["01-pacific.ipynb", "02-write-a-policy.ipynb", "03-what-if.ipynb"]
+NAMES = ["01-pacific.ipynb", "02-write-a-policy.ipynb", "03-what-if.ipynb", "04-import-and-sweep.ipynb"]
 
 
 @pytest.fixture
@@ -137,3 +137,13 @@ def test_03_what_if_trends_follow_the_mechanisms(kernel_env):
     assert all(e < n for e, n in zip(esxi, numactl))  # nested paging makes ESXi's misses dearer
     assert loc["memory intensity/cfs@0"] is None  # no misses, no locality
     assert util["memory intensity/esxi@0"] < 0.99
+
+
+def test_04_imports_a_real_epyc_and_sweeps_it(kernel_env):
+    s = execute("04-import-and-sweep.ipynb")
+    assert (s["nodes"], s["sockets"]) == (8, 2)  # NPS4 on 2 sockets, from numactl -H and lscpu
+    assert (s["points"], s["rows"]) == (4, 8)  # 4 pod counts x (cfs, numactl)
+    assert s["numactl_locality"] == {"2": 1.0, "16": 1.0}  # each pod bound to its node
+    gbps = s["gbps"]
+    assert gbps["cfs"]["16"] > 4 * gbps["cfs"]["2"]  # more pods, more traffic, up to the nodes' bandwidth
+    assert gbps["numactl"]["16"] == pytest.approx(gbps["cfs"]["16"], rel=0.02)  # every node saturated either way
