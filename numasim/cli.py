@@ -370,6 +370,18 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
     return 0
 
 
+def _span(item: str, flag: str) -> tuple[str, tuple[float, float]]:
+    """``PATH=LO..HI`` of --range and --fit, as (path, (lo, hi))."""
+    path, sep, span = item.partition("=")
+    lo, dots, hi = span.partition("..")
+    try:
+        if not sep or not dots or not path.strip():
+            raise ValueError
+        return path.strip(), (float(lo), float(hi))
+    except ValueError:
+        raise ScenarioError(Problem(flag, f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
+
+
 def _cmd_sweep(args, out: Console, err: Console) -> int:
     from .model.yamlfile import read_yaml_text
     from .sweep import sweep
@@ -380,16 +392,7 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
         if not sep or not path.strip() or not values.strip():
             raise ScenarioError(Problem("--grid", f"{item[:80]!r} must be PATH=V1,V2,..."))
         grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
-    ranges: dict[str, tuple[float, float]] = {}
-    for item in args.range:
-        path, sep, span = item.partition("=")
-        lo, dots, hi = span.partition("..")
-        try:
-            ranges[path.strip()] = (float(lo), float(hi))
-        except ValueError:
-            raise ScenarioError(Problem("--range", f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
-        if not sep or not dots:
-            raise ScenarioError(Problem("--range", f"{item[:80]!r} must be PATH=LO..HI"))
+    ranges = dict(_span(item, "--range") for item in args.range)
     if args.workers < 0:
         raise ScenarioError(Problem("--workers", "must be 0 (one per CPU) or more"))
     frame = sweep(args.scenario, grid or None, args.sample, ranges or None, policies=args.policy, sets=args.set,
@@ -403,16 +406,7 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
 def _cmd_calibrate(args, out: Console, err: Console) -> int:
     from .calibrate import calibrate
 
-    fit: dict[str, tuple[float, float]] = {}
-    for item in args.fit:
-        path, sep, span = item.partition("=")
-        lo, dots, hi = span.partition("..")
-        try:
-            if not sep or not dots or not path.strip():
-                raise ValueError
-            fit[path.strip()] = (float(lo), float(hi))
-        except ValueError:
-            raise ScenarioError(Problem("--fit", f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
+    fit = dict(_span(item, "--fit") for item in args.fit)
     targets = _measured_csv(args.measured) if args.measured else []
     for item in args.target:
         head, sep, value = item.partition("=")

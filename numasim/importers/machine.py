@@ -14,7 +14,6 @@ marked ``guessed``, with a warning.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import tarfile

@@ -105,7 +105,6 @@ class CpuRuntime:
         """
         if not cpus:
             return
-        m = self.machine
         tids = self._on_cpus(cpus)
         if not integrated:
             self._integrate(tids)
