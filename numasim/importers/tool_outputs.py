@@ -1,0 +1,444 @@
+"""What each tool's output says about a machine: one parser per format, all returning :class:`Facts`.
+
+``parse(path)`` recognises the input by its content: ``numactl -H``, ``lscpu``
+(plain, ``-p``, ``-e``), hwloc XML (read with defusedxml), a copy of
+``/sys/devices/system/{node,cpu}`` (a directory or a tarball, read in memory with
+its size and member count capped), or Intel MLC output (several sections in one
+file are fine). :mod:`numasim.importers.machine` merges the facts into a machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import Problem, ScenarioError
+
+__all__ = ["Facts", "parse", "MAX_INPUT_BYTES", "MAX_TAR_MEMBERS", "MAX_TAR_BYTES"]
+
+MAX_INPUT_BYTES = 16 * 2**20  # an hwloc XML of a 1,000-CPU machine is about 2 MB
+MAX_TAR_MEMBERS = 200_000
+MAX_TAR_BYTES = 64 * 2**20
+
+
+@dataclass
+class Facts:
+    """What one input says about the machine; None: it does not say."""
+
+    source: str
+    kind: str
+    cpu_node: dict[int, int] = field(default_factory=dict)  # OS CPU -> node
+    cpu_socket: dict[int, int] = field(default_factory=dict)
+    cpu_core: dict[int, tuple[int, int]] = field(default_factory=dict)  # OS CPU -> (socket, core id)
+    node_memory_mb: dict[int, float] = field(default_factory=dict)
+    distances: list[list[int]] | None = None
+    max_mhz: float | None = None
+    l2_kib: float | None = None  # per core
+    l3_mib: float | None = None  # per socket
+    latency: list[list[float]] | None = None  # ns, CPU node x memory node (MLC)
+    bandwidth: list[list[float]] | None = None  # GB/s, CPU node x memory node (MLC)
+    loaded: list[tuple[float, float]] | None = None  # (GB/s, ns)
+    all_reads_gbps: float | None = None
+    mix_1to1_gbps: float | None = None
+    c2c_local: float | None = None
+    c2c_remote_writer: float | None = None
+    c2c_remote_reader: float | None = None
+    model: str | None = None
+    sockets: int | None = None  # counts, when no per-CPU topology is given (plain lscpu)
+    l3_counted: bool | None = None  # lscpu said how many L3 instances there are
+    threads_per_core: int | None = None
+
+
+def error(source: str, message: str) -> ScenarioError:
+    return ScenarioError(Problem("", message), source=source)
+
+
+# ----------------------------------------------------------------------------- parsers
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split()]
+
+
+def _cpulist(text: str, source: str) -> list[int]:
+    out: list[int] = []
+    for item in text.strip().split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.fullmatch(r"(\d{1,7})(?:-(\d{1,7}))?", item)
+        if not m:
+            raise error(source, f"malformed CPU list item {item[:40]!r}")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo or hi - lo > 1_000_000:
+            raise error(source, f"malformed CPU range {item[:40]!r}")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def _parse_numactl(text: str, source: str) -> Facts:
+    f = Facts(source, "numactl -H")
+    rows: list[list[int]] = []
+    in_dist = False
+    for line in text.splitlines():
+        s = line.strip()
+        if m := re.fullmatch(r"node (\d+) cpus:(.*)", s):
+            for cpu in _ints(m.group(2)):
+                f.cpu_node[cpu] = int(m.group(1))
+        elif m := re.fullmatch(r"node (\d+) size: (\d+) MB", s):
+            f.node_memory_mb[int(m.group(1))] = float(m.group(2))
+        elif s == "node distances:":
+            in_dist = True
+        elif in_dist and (m := re.fullmatch(r"(\d+):((?:\s+\d+)+)", s)):
+            rows.append(_ints(m.group(2)))
+    if rows:
+        f.distances = rows
+    return f
+
+
+_LSCPU_KEYS = {
+    "Model name": "model",
+    "CPU max MHz": "max_mhz",
+    "L2 cache": "l2",
+    "L3 cache": "l3",
+    "Socket(s)": "sockets",
+    "Core(s) per socket": "cores",
+    "Thread(s) per core": "threads",
+}
+
+
+def _cache_kib(value: str) -> tuple[float, int | None] | None:
+    """'1024K', '1 MiB', '28 MiB (28 instances)' -> (KiB per instance, instances if said)."""
+    m = re.match(r"([\d.]+)\s*([KMG])?i?B?\s*(?:\((\d+) instances?\))?", value.strip())
+    if not m:
+        return None
+    size = float(m.group(1)) * {"K": 1, "M": 1024, "G": 1024**2, None: 1 / 1024}[m.group(2)]
+    count = int(m.group(3)) if m.group(3) else None
+    return size / (count or 1), count
+
+
+def _parse_lscpu(text: str, source: str) -> Facts:
+    f = Facts(source, "lscpu")
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if m := re.fullmatch(r"NUMA node(\d+) CPU\(s\)", key):
+            for cpu in _cpulist(value, source):
+                f.cpu_node[cpu] = int(m.group(1))
+        elif key in _LSCPU_KEYS:
+            values[_LSCPU_KEYS[key]] = value
+    f.model = values.get("model")
+    for key, attr in (("sockets", "sockets"), ("threads", "threads_per_core")):
+        if values.get(key, "").isdigit():
+            setattr(f, attr, int(values[key]))
+    if "max_mhz" in values:
+        f.max_mhz = float(values["max_mhz"])
+    # lscpu prints a cache as per instance ('1024K') or, since util-linux 2.37, as a total
+    # with its instance count ('28 MiB (28 instances)').
+    if "l2" in values and (l2 := _cache_kib(values["l2"])):
+        f.l2_kib = l2[0]
+    if "l3" in values and (l3 := _cache_kib(values["l3"])):
+        sockets = int(values["sockets"]) if values.get("sockets", "").isdigit() else None
+        # Per socket: the instance size times the instances per socket (AMD has one per CCX).
+        per_socket = l3[0] * (l3[1] // sockets if l3[1] and sockets and l3[1] % sockets == 0 else 1)
+        f.l3_mib = per_socket / 1024
+        f.l3_counted = l3[1] is not None
+    return f
+
+
+def _parse_lscpu_p(text: str, source: str) -> Facts:
+    f = Facts(source, "lscpu -p")
+    header: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("# CPU,"):
+            header = [h.strip().lower() for h in line[2:].split(",")]
+            continue
+        if line.startswith("#") or not line.strip():
+            continue
+        if not header:
+            raise error(source, "lscpu -p output without its '# CPU,Core,Socket,Node' header line")
+        cols = dict(zip(header, line.split(",")))
+        _cpu_row(f, cols, source)
+    return f
+
+
+def _parse_lscpu_e(text: str, source: str) -> Facts:
+    f = Facts(source, "lscpu -e")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    header = [h.lower() for h in lines[0].split()]
+    for line in lines[1:]:
+        cols = dict(zip(header, line.split()))
+        if cols.get("maxmhz") and f.max_mhz is None:
+            try:
+                f.max_mhz = float(cols["maxmhz"])
+            except ValueError:
+                pass
+        _cpu_row(f, cols, source)
+    return f
+
+
+def _cpu_row(f: Facts, cols: dict[str, str], source: str) -> None:
+    try:
+        cpu = int(cols["cpu"])
+        if cols.get("node", "") not in ("", "-"):
+            f.cpu_node[cpu] = int(cols["node"])
+        if cols.get("socket", "") not in ("", "-"):
+            f.cpu_socket[cpu] = int(cols["socket"])
+            if cols.get("core", "") not in ("", "-"):
+                f.cpu_core[cpu] = (int(cols["socket"]), int(cols["core"]))
+    except (KeyError, ValueError):
+        raise error(source, f"malformed lscpu row: {' '.join(cols.values())[:80]!r}") from None
+
+
+def _matrix_after(lines: list[str], start: int) -> tuple[list[list[float]], int]:
+    """The 'Numa node' matrix that follows line ``start``: rows of '<node> v v v'."""
+    rows: list[list[float]] = []
+    i = start
+    while i < len(lines) and not re.match(r"\s*Numa node\s+\d", lines[i]):
+        i += 1
+    i += 1
+    while i < len(lines) and (m := re.fullmatch(r"\s*\d+((?:\s+[\d.]+)+)\s*", lines[i])):
+        rows.append([float(x) for x in m.group(1).split()])
+        i += 1
+    return rows, i
+
+
+def _hitm_matrix(lines: list[str], start: int) -> float | None:
+    """Mean of the off-diagonal numbers of an MLC c2c matrix ('-' on the diagonal)."""
+    vals: list[float] = []
+    i = start + 1
+    while i < len(lines) and not lines[i].strip().startswith("Writer Numa Node"):
+        i += 1
+    i += 1
+    while i < len(lines) and (m := re.fullmatch(r"\s*\d+((?:\s+(?:[\d.]+|-))+)\s*", lines[i])):
+        vals += [float(x) for x in m.group(1).split() if x != "-"]
+        i += 1
+    return float(np.mean(vals)) if vals else None
+
+
+def _parse_mlc(text: str, source: str) -> Facts:
+    f = Facts(source, "Intel MLC")
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("Measuring idle latencies"):
+            f.latency, _ = _matrix_after(lines, i)
+        elif s.startswith("Measuring Memory Bandwidths between nodes"):
+            rows, _ = _matrix_after(lines, i)
+            f.bandwidth = [[v / 1000 for v in r] for r in rows]
+        elif re.match(r"Inject\s+Latency\s+Bandwidth", s):
+            pts = []
+            for row in lines[i + 1:]:
+                if m := re.fullmatch(r"\s*\d+\s+([\d.]+)\s+([\d.]+)\s*", row):
+                    pts.append((float(m.group(2)) / 1000, float(m.group(1))))
+                elif row.strip() and not row.strip().startswith(("Delay", "=")):
+                    break
+            f.loaded = pts
+        elif m := re.match(r"ALL Reads\s*:\s*([\d.]+)", s):
+            f.all_reads_gbps = float(m.group(1)) / 1000
+        elif m := re.match(r"1:1 Reads-Writes\s*:\s*([\d.]+)", s):
+            f.mix_1to1_gbps = float(m.group(1)) / 1000
+        elif m := re.match(r"Local Socket L2->L2 HITM latency\s+([\d.]+)", s):
+            f.c2c_local = float(m.group(1))
+        elif s.startswith("Remote Socket L2->L2 HITM latency (data address homed in writer socket)"):
+            f.c2c_remote_writer = _hitm_matrix(lines, i)
+        elif s.startswith("Remote Socket L2->L2 HITM latency (data address homed in reader socket)"):
+            f.c2c_remote_reader = _hitm_matrix(lines, i)
+    return f
+
+
+def _parse_hwloc(text: str, source: str) -> Facts:
+    from defusedxml import ElementTree
+    from defusedxml.common import DefusedXmlException
+
+    f = Facts(source, "hwloc XML")
+    try:
+        root = ElementTree.fromstring(text)
+    except (DefusedXmlException, ElementTree.ParseError) as exc:
+        raise error(source, f"not a readable hwloc XML file: {exc}") from None
+
+    def walk(el, socket: int | None, node: int | None, core: int | None) -> None:
+        kind = el.get("type")
+        idx = el.get("os_index")
+        if kind == "Package" and idx is not None:
+            socket = int(idx)
+        elif kind == "NUMANode" and idx is not None:
+            node = int(idx)
+            if el.get("local_memory"):
+                f.node_memory_mb[node] = int(el.get("local_memory")) / 2**20
+        elif kind == "Core" and idx is not None:
+            core = int(idx)
+        elif kind == "PU" and idx is not None:
+            cpu = int(idx)
+            if socket is not None:
+                f.cpu_socket[cpu] = socket
+                if core is not None:
+                    f.cpu_core[cpu] = (socket, core)
+        for child in el:
+            if child.tag == "object":
+                walk(child, socket, node, core)
+
+    for info in root.iter("info"):
+        if info.get("name") == "CPUModel" and info.get("value"):
+            f.model = info.get("value")
+            break
+    for top in root.iter("object"):
+        if top.get("type") == "Machine":
+            walk(top, None, None, None)
+            break
+    # hwloc 2 puts NUMA nodes beside the CPUs they serve (memory children): map CPUs by cpuset.
+    for el in root.iter("object"):
+        if el.get("type") == "NUMANode" and el.get("cpuset") and el.get("os_index") is not None:
+            for cpu in _cpuset(el.get("cpuset"), source):
+                f.cpu_node[cpu] = int(el.get("os_index"))
+    for d in root.iter("distances2"):
+        if d.get("type") == "NUMANode" and "Latency" in (d.get("name") or "NUMALatency"):
+            n = int(d.get("nbobjs", "0"))
+            vals = [int(v) for el in d.iter("u64values") for v in (el.text or "").split()]
+            if n and len(vals) == n * n:
+                f.distances = [vals[i * n:(i + 1) * n] for i in range(n)]
+    for d in root.iter("distances"):  # hwloc 1.x: relative latencies, base 10
+        vals = [float(el.get("value", "0")) for el in d.iter("latency")]
+        n = int(d.get("nbobjs", "0"))
+        base = float(d.get("latency_base", "10"))
+        if n and len(vals) == n * n:
+            f.distances = [[int(round(v * base)) for v in vals[i * n:(i + 1) * n]] for i in range(n)]
+    return f
+
+
+def _cpuset(mask: str, source: str) -> list[int]:
+    """hwloc's cpuset '0x000000ff,0xffffffff' -> CPU ids (32-bit words, most significant first)."""
+    words = mask.split(",")
+    out: list[int] = []
+    for k, word in enumerate(reversed(words)):
+        try:
+            value = int(word, 16)
+        except ValueError:
+            raise error(source, f"malformed cpuset {mask[:60]!r}") from None
+        out += [32 * k + b for b in range(32) if value >> b & 1]
+    return out
+
+
+def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
+    """A copy of /sys/devices/system/{node,cpu}: relative path -> file text."""
+    f = Facts(source, "sysfs")
+    dist: dict[int, list[int]] = {}
+    files = {path: text.replace("\x00", "") for path, text in files.items()}  # some kernels end cpulist with a NUL
+    for path, text in files.items():
+        if m := re.search(r"node/node(\d+)/(cpulist|distance|meminfo)$", path):
+            node, what = int(m.group(1)), m.group(2)
+            if what == "cpulist":
+                for cpu in _cpulist(text, source):
+                    f.cpu_node[cpu] = node
+            elif what == "distance":
+                dist[node] = _ints(text)
+            elif mm := re.search(r"MemTotal:\s+(\d+) kB", text):
+                f.node_memory_mb[node] = int(mm.group(1)) / 1024
+        elif m := re.search(r"cpu/cpu(\d+)/topology/(physical_package_id|core_id)$", path):
+            cpu = int(m.group(1))
+            if m.group(2) == "physical_package_id":
+                f.cpu_socket[cpu] = int(text.strip())
+        elif (m := re.search(r"cpu/cpu(\d+)/cpufreq/cpuinfo_max_freq$", path)) and f.max_mhz is None:
+            f.max_mhz = int(text.strip()) / 1000
+    for path, text in files.items():
+        if m := re.search(r"cpu/cpu(\d+)/topology/core_id$", path):
+            cpu = int(m.group(1))
+            if cpu in f.cpu_socket:
+                f.cpu_core[cpu] = (f.cpu_socket[cpu], int(text.strip()))
+    if dist:
+        f.distances = [dist[k] for k in sorted(dist)]
+    return f
+
+
+# ----------------------------------------------------------------------------- reading
+def _read_text(path: Path) -> str:
+    try:
+        if not path.is_file():
+            raise error(str(path), "not a regular file, a directory or a tarball")
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise error(str(path), f"larger than {MAX_INPUT_BYTES // 2**20} MiB")
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise error(str(path), f"cannot be read: {exc.strerror or exc}") from None
+
+
+_SYSFS = re.compile(r"(node/node\d+/(cpulist|distance|meminfo)|cpu/cpu\d+/(topology/(physical_package_id|core_id)"
+                    r"|cpufreq/cpuinfo_max_freq))$")
+
+
+def _sysfs_files_dir(root: Path) -> dict[str, str]:
+    files: dict[str, str] = {}
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in filenames:
+            rel = os.path.relpath(os.path.join(dirpath, name), root)
+            if _SYSFS.search(rel.replace(os.sep, "/")):
+                p = Path(dirpath, name)
+                if p.is_symlink() or not p.is_file():
+                    continue
+                text = p.read_text(errors="replace")[:65536]
+                total += len(text)
+                if len(files) >= MAX_TAR_MEMBERS or total > MAX_TAR_BYTES:
+                    raise error(str(root), "too many or too large files for a copy of /sys/devices/system")
+                files[rel.replace(os.sep, "/")] = text
+    return files
+
+
+def _sysfs_files_tar(path: Path) -> dict[str, str]:
+    files: dict[str, str] = {}
+    total = 0
+    try:
+        with tarfile.open(path) as tar:
+            for k, member in enumerate(tar):
+                if k >= MAX_TAR_MEMBERS:
+                    raise error(str(path), f"more than {MAX_TAR_MEMBERS:,} members")
+                if not member.isfile() or not _SYSFS.search(member.name):
+                    continue
+                total += member.size
+                if member.size > 65536 or total > MAX_TAR_BYTES:
+                    raise error(str(path), "a member is too large for a sysfs file")
+                fh = tar.extractfile(member)
+                files[member.name] = fh.read().decode("utf-8", errors="replace") if fh else ""
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise error(str(path), f"not a readable tarball: {exc}") from None
+    return files
+
+
+def parse(path: str | os.PathLike[str]) -> Facts:
+    """Read one input and say what it is by its content."""
+    p = Path(path)
+    if p.is_dir():
+        files = _sysfs_files_dir(p)
+        if not files:
+            raise error(str(p), "a directory, but no copy of /sys/devices/system/{node,cpu} in it")
+        return _parse_sysfs(files, str(p))
+    if p.is_file() and tarfile.is_tarfile(p):
+        files = _sysfs_files_tar(p)
+        if not files:
+            raise error(str(p), "a tarball, but no copy of /sys/devices/system/{node,cpu} in it")
+        return _parse_sysfs(files, str(p))
+    text = _read_text(p)
+    source = str(p)
+    head = text.lstrip()[:4000]
+    if head.startswith("<?xml") or "<topology" in head:
+        return _parse_hwloc(text, source)
+    if "Intel(R) Memory Latency Checker" in text or "Measuring idle latencies" in text:
+        return _parse_mlc(text, source)
+    if re.search(r"^available: \d+ nodes", text, re.M) or "node distances:" in text:
+        return _parse_numactl(text, source)
+    if re.search(r"^# CPU,", text, re.M):
+        return _parse_lscpu_p(text, source)
+    first = text.strip().splitlines()[0].split() if text.strip() else []
+    if first and first[0] == "CPU" and ("NODE" in first or "SOCKET" in first):
+        return _parse_lscpu_e(text, source)
+    if re.search(r"^(Architecture|CPU\(s\)|Socket\(s\)):", text, re.M):
+        return _parse_lscpu(text, source)
+    raise error(source, "not recognised: expected the output of numactl -H, lscpu (plain, -p or -e), "
+                         "lstopo --of xml, Intel MLC, or a copy of /sys/devices/system (directory or tarball)")
