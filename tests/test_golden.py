@@ -108,11 +108,13 @@ def test_autonuma_balancing_raises_locality_over_time_and_throughput(autonuma):
     assert autonuma.relative("cfs+numab") <= autonuma.relative("numactl") + 0.01
 
 
-def test_autonuma_balancing_cannot_help_an_evenly_spread_heap(autonuma):
-    # The same mechanism, heaps first-touched by all workers: no preferred node stands out.
+def test_autonuma_balancing_breaks_an_evenly_spread_start_when_cpus_are_idle(autonuma):
+    # Heaps first-touched by all workers, no node preferred at the start, 32 threads on 44
+    # cores: the noise of per-task statistics folded at each task's own fault picks a
+    # node per group, and moves to idle CPUs and page migrations do the rest (issue 10).
     spread, nb = autonuma.run("cfs-spread"), autonuma.run("cfs+numab-spread")
-    assert nb.throughput / spread.throughput == pytest.approx(1.0, abs=0.02)
-    assert nb.locality == pytest.approx(spread.locality, abs=0.05)
+    assert nb.locality > spread.locality + 0.2
+    assert nb.throughput / spread.throughput > 1.05
     assert nb.hinting_faults > 0
 
 

@@ -106,3 +106,22 @@ def test_every_policy_default_has_a_source(name):
     data = load_preset("policies", name)
     sources = data.pop("sources")
     assert set(data) <= set(sources), f"{name}: {sorted(set(data) - set(sources))} have no source"
+
+
+def _tiny(machine, profile: str) -> dict:
+    return {"name": "tiny", "machine": machine, "pods": [{"name": "p", "threads": 2, "memory": "64MiB", "profile": profile}],
+            "duration": "600ms", "warmup": "200ms", "sample_interval": "100ms", "replications": 1,
+            "policies": [{"label": "cfs", "policy": "cfs"}]}
+
+
+@pytest.mark.parametrize("name", preset_names("machines"))
+def test_every_machine_preset_runs(name):
+    res = numasim.run(numasim.from_dict(_tiny({"preset": name}, "java-transactions")), workers=1, with_sla=False, quiet=True)
+    assert res.run("cfs").throughput > 0 and 0 <= res.run("cfs").locality <= 1
+
+
+@pytest.mark.parametrize("name", preset_names("workloads"))
+def test_every_workload_preset_runs(name):
+    res = numasim.run(numasim.from_dict(_tiny({"preset": "cascadelake-8280", "memory_per_node": "4GiB"}, name)),
+                      workers=1, with_sla=False, quiet=True)
+    assert res.run("cfs").throughput > 0

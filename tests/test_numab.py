@@ -86,3 +86,40 @@ def test_the_kernel_rule_is_an_option_of_the_scenario():
 
     with pytest.raises(numasim.ScenarioError, match="numa_balancing_kernel"):
         numasim.from_dict(bad)
+
+
+def _batch_jvms(threads: int, kernel: str, **machine) -> dict:
+    """Two processes whose workers first-touch their own share of the heap (a symmetric start)."""
+    data = small_scenario(
+        workloads={"batch": {"base": "java-transactions", "touch": "threads", "requests": None,
+                             "pause_interval_ms": None, "touch_gbps": 8.0}},
+        pods=[{"name": "jvm", "replicas": 2, "threads": threads, "memory": "4GiB", "profile": "batch"}],
+        policies=[{"label": "cfs", "policy": "cfs"},
+                  {"label": "numab", "policy": "cfs", "options": {"numa_balancing": True, "numa_balancing_kernel": kernel}},
+                  {"label": "bound", "policy": "numactl",
+                   "options": {"cpunodebind": "auto", "numa_balancing": True, "numa_balancing_kernel": kernel}}],
+        duration="40s", warmup="5s", sample_interval="1s")
+    data["machine"].update(machine)
+    return data
+
+
+def test_a_symmetric_start_converges_when_no_cpu_is_overcommitted():
+    # 6 threads on 8 CPUs, each heap split by where its workers first ran: task placement
+    # at each task's own fault (per-task statistics folded at different times) breaks the tie.
+    res = run_small(_batch_jvms(3, "6.1"))
+    cfs, nb = res.run("cfs"), res.run("numab")
+    series = [x for x in nb.timeseries["locality"] if x is not None]
+    assert series[-1] > 0.95 and nb.locality > cfs.locality + 0.2
+    assert res.relative("numab") > 1.05
+    assert cfs.numa_task_moves == 0  # balancing off: no NUMA task moves
+    assert res.run("bound").cross_node_migrations == 0  # bound tasks never leave their node
+
+
+def test_pseudo_interleaving_gathers_each_group_on_its_active_nodes():
+    # v3.15-v4.18 rules on 4 nodes, 16 threads on 16 CPUs: each group settles on the nodes it
+    # uses most and spreads its memory over them, about as well as binding each to two nodes.
+    res = run_small(_batch_jvms(8, "4.4", sockets=4, slit=None))
+    cfs, nb, bound = res.run("cfs"), res.run("numab"), res.run("bound")
+    assert nb.locality > cfs.locality + 0.15
+    assert nb.locality > 0.85 * bound.locality
+    assert res.relative("numab") > 1.03

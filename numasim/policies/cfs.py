@@ -67,8 +67,9 @@ class CFSOptions(PolicyOptions):
         description="NUMA balancing: MB/s that may migrate into a node (kernels 3.8-4.18: 1280, i.e. 128 MB per 100 ms); null: no limit (4.19+)")
     numa_balancing_kernel: Literal["3.13", "4.4", "6.1"] = Field(
         default=_D["numa_balancing_kernel"],
-        description="NUMA balancing's task-swap rules of this kernel: 3.13 swaps on any gain of zero or more and "
-                    "weighs group faults x1.2; 4.4 (3.14-4.18) on any positive gain; 6.1 (4.19 on) needs SMALLIMP (docs/model.md)")
+        description="NUMA balancing's rules of this kernel era: 3.13 (preferred node by task + group weight, swaps on "
+                    "any gain of zero or more); 4.4 (3.15-4.18, pseudo-interleaving: active-node mask, memory spread over "
+                    "the active nodes, swaps on any positive gain); 6.1 (4.19 on, swaps need SMALLIMP) (docs/model.md)")
 
 
 @dataclass

@@ -75,6 +75,23 @@ class _Group:
     cpu: np.ndarray
     total: float = 0.0
     tasks: set[int] = field(default_factory=set)
+    active: set[int] = field(default_factory=set)  # 4.4's active_nodes mask (hysteresis); 6.1 recomputes a count
+
+
+@dataclass
+class _MoveContext:
+    """One pass of task moves: run counts and runqueues as the pass's moves change them."""
+
+    nr: np.ndarray
+    rq: dict[int, list[int]]
+    claimed: set[int]  # CPUs already used by a move in this pass (rq->numa_migrate_on)
+
+    def apply(self, tid: int, src: int, dst: int) -> None:
+        self.claimed.update({src, dst})
+        self.rq[src].remove(tid)
+        self.rq[dst].append(tid)
+        self.nr[src] -= 1
+        self.nr[dst] += 1
 
 
 @dataclass
@@ -182,9 +199,6 @@ class NumaBalancing:
                     mm.next_scan = now + int(task.period_ms * MS)
                     out += self._scan(pod, mm, sim, miss, alive)
                     break
-        for tid in list(self.tasks):
-            if alive[tid]:
-                self._placement(tid, sim)
         out += self._migrate_tasks(sim)
         return out
 
@@ -269,6 +283,7 @@ class NumaBalancing:
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
         if not priv:
             self._join(tid, pod, prev_tid)
+        self._placement(tid, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
         local = mem_nid == cpu_nid
         migrate = False
         if not local:
@@ -279,10 +294,8 @@ class NumaBalancing:
                 migrate = False
             elif prev_tid == tid or g is None:
                 migrate = True
-            elif g.cpu[cpu_nid] > g.cpu[mem_nid] * ACTIVE_NODE_FRACTION:
-                migrate = True
             else:
-                migrate = g.cpu[cpu_nid] * g.mem[mem_nid] * 3 > g.cpu[mem_nid] * g.mem[cpu_nid] * 4
+                migrate = self._shared_migrate(g, cpu_nid, mem_nid)
         dst = None
         if migrate:
             free = sim.node_free()
@@ -295,6 +308,40 @@ class NumaBalancing:
         task.cpubuf[cpu_nid, priv] += 1
         task.locality[1 if local else 0] += 1
         return dst
+
+    def _shared_migrate(self, g: _Group, dst: int, src: int) -> bool:
+        """should_numa_migrate_memory for a shared page of a group that passed the two-stage filter."""
+        era = self.o.numa_balancing_kernel
+        if era == "3.13":
+            return True  # the two-stage filter alone
+        if era == "4.4":
+            # Pseudo-interleaving (v3.15-v4.18): only into an active node; out of an inactive
+            # one always; between active nodes from the busier to the less used (1/4 hysteresis).
+            if dst not in g.active:
+                return False
+            if src not in g.active:
+                return True
+            return g.mem[dst] < g.mem[src] * 3 / 4
+        if g.cpu[dst] > g.cpu[src] * ACTIVE_NODE_FRACTION:
+            return True
+        return g.cpu[dst] * g.mem[src] * 3 > g.cpu[src] * g.mem[dst] * 4
+
+    def _active_nodes(self, g: _Group) -> set[int]:
+        """The CPU nodes the group uses actively (numa_group_count_active_nodes / update_numa_active_node_mask)."""
+        if self.o.numa_balancing_kernel == "4.4":
+            return g.active
+        top = max((g.cpu[n] for n in self.m.cpu_nodes), default=0.0)
+        return {n for n in self.m.cpu_nodes if g.cpu[n] * ACTIVE_NODE_FRACTION > top}
+
+    def _update_active(self, g: _Group) -> None:
+        """v3.15-v4.18: a node joins the mask above 6/16 of the busiest node's CPU faults, leaves below 3/16."""
+        top = max((g.cpu[n] for n in self.m.cpu_nodes), default=0.0)
+        for n in self.m.cpu_nodes:
+            if n not in g.active:
+                if g.cpu[n] > top * 6 / 16:
+                    g.active.add(n)
+            elif g.cpu[n] < top * 3 / 16:
+                g.active.discard(n)
 
     def _within_rate_limit(self, node: int, now: int) -> bool:
         """Kernels 3.8-4.18 let at most ratelimit MB per 100 ms migrate into a node."""
@@ -346,9 +393,21 @@ class NumaBalancing:
             g.total += diff.sum()
         task.membuf[:] = 0
         task.cpubuf[:] = 0
-        faults = g.mem if g is not None else task.mem.sum(axis=1)
+        before = task.preferred
+        own = task.mem.sum(axis=1)
+        if g is not None and self.o.numa_balancing_kernel == "4.4":
+            self._update_active(g)
+        faults = g.mem if g is not None else own
         if faults.max() > 0:  # only a node with CPUs can be preferred (task_numa_placement skips !N_CPU nodes)
-            task.preferred = max(self.m.cpu_nodes, key=lambda n: (faults[n], -n))
+            nodes = self.m.cpu_nodes
+            task.preferred = max(nodes, key=lambda n: (faults[n], -n))
+            if g is not None and self.o.numa_balancing_kernel == "3.13":
+                # v3.13: a task whose own busiest node differs from its group's takes the node
+                # with the most task + group weight (the group's scaled by 1.2).
+                if max(nodes, key=lambda n: (own[n], -n)) != task.preferred:
+                    task.preferred = max(nodes, key=lambda n: (self._weight(tid, n, False) + self._weight(tid, n, True), -n))
+        if task.preferred != before and self.o.numa_balancing_kernel != "6.1":
+            task.retry = 0  # before 4.19 placement called numa_migrate_preferred at once
         self._update_period(task, tid, sim, buf_shared, buf_private)
 
     def _update_period(self, task: _Task, tid: int, sim: "View", shared: float, private: float) -> None:
@@ -380,82 +439,100 @@ class NumaBalancing:
         """numa_migrate_preferred / task_numa_migrate for tasks off their preferred node."""
         now = sim.now
         m = self.m
-        nr = np.array(sim.nr_running)
-        rq = {c: sim.runqueue(c) for c in range(m.n_cpus)}
+        era = self.o.numa_balancing_kernel
+        ctx = _MoveContext(np.array(sim.nr_running), {c: sim.runqueue(c) for c in range(m.n_cpus)}, set())
         out: list[Decision] = []
-        claimed: set[int] = set()  # CPUs already used by a move in this pass (rq->numa_migrate_on)
         for tid, task in self.tasks.items():
             if task.preferred < 0 or not sim.thread_active[tid] or now < task.retry:
                 continue
             task.retry = now + int(min(1000.0, task.period_ms / 16) * MS)
             src_cpu = int(sim.thread_cpu[tid])
-            src, dst = int(m.cpu_node[src_cpu]), task.preferred
-            if src == dst or src_cpu in claimed:
+            src, pref = int(m.cpu_node[src_cpu]), task.preferred
+            if src == pref or src_cpu in ctx.claimed:
                 continue
-            grouped = tid in self.group_of
-            imp = self._weight(tid, dst, grouped) - self._weight(tid, src, grouped)
-            src_nr = int(nr[m.node_cpus[src]].sum())
-            dst_nr = int(nr[m.node_cpus[dst]].sum())
-            cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
-            dst_spare = dst_nr < cap_dst
-            maymove = False
-            if dst_spare:
-                if self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1) == 0:
-                    maymove = True
-            else:
-                # load_too_imbalanced: the move must not make the node loads more unequal.
-                maymove = abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
-            best: tuple[float, int, int | None] | None = None  # (improvement, dst cpu, task to swap)
-            for c in m.node_cpus[dst]:
-                c = int(c)
-                if c in claimed or not sim.allowed(tid, c):
-                    continue
-                queue = rq[c]
-                if not queue:
-                    if maymove and imp >= (best[0] if best else -np.inf):
-                        best = (imp, c, None)
-                    continue
-                cur = queue[0]
-                if not sim.allowed(cur, src_cpu):
-                    continue
-                cur_grouped = cur in self.group_of
-                same = cur_grouped == grouped and (not grouped or self.group_of[cur] == self.group_of[tid])
-                if same:
-                    if dst_spare:
-                        continue  # no swaps inside a group while the node has room
-                    cimp = imp + self._weight(cur, src, False) - self._weight(cur, dst, False)
-                    if grouped:
-                        cimp -= cimp / 16
-                else:
-                    cimp = imp + self._weight(cur, src, cur_grouped) - self._weight(cur, dst, cur_grouped)
-                if self.preferred(cur) == dst:
-                    cimp -= cimp / 16
-                elif self.preferred(cur) == src:
-                    cimp += cimp / 8
-                if maymove and imp > cimp and imp > (best[0] if best else -np.inf):
-                    best = (imp, c, None)
-                    continue
-                if not self._swap_ok(cimp, best[0] if best is not None else None):
-                    continue
-                best = (cimp, c, cur)
+            g = self.groups.get(self.group_of.get(tid, -1))
+            tw, gw = self._weight(tid, src, False), self._weight(tid, src, True)
+            best = self._find_cpu(tid, src_cpu, pref, self._weight(tid, pref, False) - tw,
+                                  self._weight(tid, pref, True) - gw, None, sim, ctx)
+            active = self._active_nodes(g) if g is not None and era != "3.13" else set()
+            if best is None or len(active) > (1 if era != "3.13" else 10**9):
+                # "No space available on the preferred nid. Look elsewhere", and from v4.x also
+                # whenever the group spans several active nodes: nodes where the task or the
+                # group gains.
+                for nid in m.cpu_nodes:
+                    if nid in (src, pref):
+                        continue
+                    timp, gimp = self._weight(tid, nid, False) - tw, self._weight(tid, nid, True) - gw
+                    if timp < 0 and gimp < 0:
+                        continue
+                    best = self._find_cpu(tid, src_cpu, nid, timp, gimp, best, sim, ctx)
+            if g is not None and era != "3.13":
+                # A grouped task settles where it is, or where it went, if that node is active
+                # (v4.4 checks the mask; v6.1 always), so a spread group stops chasing one node.
+                nid = src if best is None else int(m.cpu_node[best[1]])
+                if era == "6.1" or nid in active:
+                    task.preferred = nid
             if best is None:
-                if grouped:
-                    task.preferred = src  # no room on the preferred node: settle where it is
                 continue
             _, c, cur = best
             out.append(Move(tid, c, numa=True))
-            claimed.update({src_cpu, c})
-            rq[src_cpu].remove(tid)
-            rq[c].append(tid)
-            nr[src_cpu] -= 1
-            nr[c] += 1
+            ctx.apply(tid, src_cpu, c)
             if cur is not None:
                 out.append(Move(cur, src_cpu, numa=True))
-                rq[c].remove(cur)
-                rq[src_cpu].append(cur)
-                nr[c] -= 1
-                nr[src_cpu] += 1
+                ctx.apply(cur, c, src_cpu)
         return out
+
+    def _find_cpu(self, tid: int, src_cpu: int, dst: int, taskimp: float, groupimp: float,
+                  best: tuple[float, int, int | None] | None, sim: "View", ctx: "_MoveContext"):
+        """task_numa_find_cpu + task_numa_compare on node ``dst``: the best (improvement, CPU, task to swap) so far."""
+        m = self.m
+        src = int(m.cpu_node[src_cpu])
+        grouped = tid in self.group_of
+        imp = groupimp if grouped else taskimp
+        nr = ctx.nr
+        src_nr = int(nr[m.node_cpus[src]].sum())
+        dst_nr = int(nr[m.node_cpus[dst]].sum())
+        cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
+        dst_spare = dst_nr < cap_dst
+        if dst_spare:
+            maymove = self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1) == 0
+        else:
+            # load_too_imbalanced: the move must not make the node loads more unequal.
+            maymove = abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
+        for c in m.node_cpus[dst]:
+            c = int(c)
+            if c in ctx.claimed or not sim.allowed(tid, c):
+                continue
+            queue = ctx.rq[c]
+            if not queue:
+                if maymove and imp >= (best[0] if best else 0.0):
+                    best = (imp, c, None)
+                continue
+            cur = queue[0]
+            if not sim.allowed(cur, src_cpu):
+                continue
+            cur_grouped = cur in self.group_of
+            same = cur_grouped == grouped and (not grouped or self.group_of[cur] == self.group_of[tid])
+            if same:
+                if dst_spare:
+                    continue  # no swaps inside a group while the node has room
+                # The same group: the tasks' own faults decide.
+                cimp = taskimp + self._weight(cur, src, False) - self._weight(cur, dst, False)
+                if grouped:
+                    cimp -= cimp / 16
+            else:
+                cimp = imp + self._weight(cur, src, cur_grouped) - self._weight(cur, dst, cur_grouped)
+            if self.preferred(cur) == dst:
+                cimp -= cimp / 16
+            elif self.preferred(cur) == src:
+                cimp += cimp / 8
+            if maymove and imp > cimp and imp > (best[0] if best else 0.0):
+                best = (imp, c, None)
+                continue
+            if not self._swap_ok(cimp, best[0] if best is not None else None):
+                continue
+            best = (cimp, c, cur)
+        return best
 
     def _swap_ok(self, imp: float, best: float | None) -> bool:
         """task_numa_compare's swap test, by kernel: is a swap of improvement ``imp`` taken over ``best``?
