@@ -6,7 +6,6 @@ prints (house rule 10).
 
 from __future__ import annotations
 
-import html
 import os
 import re
 
@@ -64,7 +63,8 @@ def _memory_system(result: RunResult, colours: dict[str, str]) -> go.Figure:
     """Throughput, DRAM traffic per node, the busiest link and the loaded latencies over time."""
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=(
         "throughput (ops/s)", "DRAM traffic per node (GB/s, reads and write-backs)",
-        "busiest interconnect link (utilisation)", "mean loaded latency (ns): own node solid, other nodes dotted"))
+        "interconnect traffic per link and direction (GB/s)",
+        "mean loaded latency (ns): own node solid, other nodes dotted"))
     for r in result.runs:
         ts = r.timeseries
         t = np.asarray(ts["time_s"], dtype=float)
@@ -75,9 +75,12 @@ def _memory_system(result: RunResult, colours: dict[str, str]) -> go.Figure:
             fig.add_trace(go.Scatter(x=t, y=per_node[:, node], mode="lines", showlegend=False,
                                      name=f"{r.label} node {node}", line={"width": 1}, **style,
                                      hovertemplate="%{x} s: %{y:.1f} GB/s<extra>%{fullData.name}</extra>"), row=2, col=1)
-        if ts.get("link_util_max"):
-            fig.add_trace(go.Scatter(x=t, y=ts["link_util_max"], mode="lines", showlegend=False, **style,
-                                     name=r.label), row=3, col=1)
+        per_link = np.asarray(ts.get("link_gbps") or [], dtype=float)
+        for k in range(per_link.shape[1] if per_link.ndim == 2 else 0):
+            name = r.links[k] if k < len(r.links) else f"link {k}"
+            fig.add_trace(go.Scatter(x=t, y=per_link[:, k], mode="lines", showlegend=False,
+                                     name=f"{r.label} {name}", line={"width": 1}, **style,
+                                     hovertemplate="%{x} s: %{y:.1f} GB/s<extra>%{fullData.name}</extra>"), row=3, col=1)
         if ts.get("latency_local_ns"):
             fig.add_trace(go.Scatter(x=t, y=ts["latency_local_ns"], mode="lines", showlegend=False, **style,
                                      name=f"{r.label} own node"), row=4, col=1)
@@ -245,22 +248,31 @@ def _memory(result: RunResult) -> go.Figure:
 
 
 def _over_time(result: RunResult, colours: dict[str, str]) -> go.Figure:
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=(
-        "locality (local share of DRAM misses)", "cross-node thread migrations per second"))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=(
+        "throughput per pod (ops/s)", "locality (local share of DRAM misses)", "cross-node thread migrations per second"))
+    for r in result.runs:
+        per_pod = np.asarray(r.timeseries.get("pod_throughput") or [], dtype=float)
+        t = np.asarray(r.timeseries["time_s"], dtype=float)
+        for j in range(per_pod.shape[1] if per_pod.ndim == 2 else 0):
+            name = r.pods[j].name if j < len(r.pods) else f"pod {j}"
+            fig.add_trace(go.Scatter(x=t, y=per_pod[:, j], mode="lines", showlegend=False, line={"width": 1},
+                                     line_color=colours[r.label], legendgroup=r.label, name=f"{r.label} {name}",
+                                     hovertemplate="%{x} s: %{y:.0f} ops/s<extra>%{fullData.name}</extra>"),
+                          row=1, col=1)
     for r in result.runs:
         t = np.asarray(r.timeseries["time_s"], dtype=float)  # each sample interval's end
         dt = np.diff(t, prepend=0.0)
         moves = np.asarray(r.timeseries["cross_node_migrations"], dtype=float)
         style = {"mode": "lines", "line_color": colours[r.label], "legendgroup": r.label, "name": r.label}
-        fig.add_trace(go.Scatter(x=t, y=r.timeseries["locality"], **style), row=1, col=1)
+        fig.add_trace(go.Scatter(x=t, y=r.timeseries["locality"], **style), row=2, col=1)
         fig.add_trace(go.Scatter(x=t, y=np.divide(moves, dt, out=np.zeros_like(moves), where=dt > 0),
-                                 showlegend=False, **style), row=2, col=1)
+                                 showlegend=False, **style), row=3, col=1)
     warmup = result.runs[0].window_s[0] if result.runs else 0.0
     if warmup > 0:
         fig.add_vrect(x0=0, x1=warmup, fillcolor="grey", opacity=0.12, line_width=0, row="all", col=1)
-    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
-    fig.update_xaxes(title_text="time (s)", row=2, col=1)
-    return fig.update_layout(**_LAYOUT, height=560, hovermode="x unified")
+    fig.update_yaxes(range=[0, 1.05], row=2, col=1)
+    fig.update_xaxes(title_text="time (s)", row=3, col=1)
+    return fig.update_layout(**_LAYOUT, height=800, hovermode="x unified")
 
 
 def _percentile(key: str) -> tuple[float, str]:
@@ -352,11 +364,13 @@ _CAPTIONS = {
     "memory": ("Memory per node", "Where each pod's memory is at the end of the run: GiB on each NUMA node, "
                "stacked, per variant and pod."),
     "memory_system": ("Memory system over time", "Throughput, DRAM traffic on each node (one line per node and "
-                      "variant), the utilisation of the busiest interconnect link, and the mean loaded latency of a "
+                      "variant), the traffic on each interconnect link in each direction (one line per link and "
+                      "variant; hover for its name), and the mean loaded latency of a "
                       "node's own memory (solid) and of the other nodes' (dotted), at the end of each sample "
                       "interval; the shaded band is the warm-up."),
-    "over_time": ("Over time", "Locality and cross-node thread migrations per second in each sample interval of "
-                  "the whole run; the shaded band is the warm-up, outside the measurement window."),
+    "over_time": ("Over time", "Each pod's throughput (one line per pod and variant; hover for its name), locality "
+                  "and cross-node thread migrations per second in each sample interval of the whole run; the shaded "
+                  "band is the warm-up, outside the measurement window."),
     "latency": ("Request latency", "Response-time percentiles of each variant's request-driven pods as run; from "
                 "the SLA search, when the scenario has one, the percentile against the offered request rate and the "
                 "highest rate that meets each target (dashed: the SLA targets)."),
@@ -390,27 +404,18 @@ def write_html(result: RunResult, path: str | os.PathLike[str]) -> None:
 
 
 def render_html(result: RunResult) -> str:
-    """The report as one self-contained HTML page (see :func:`write_html`)."""
-    title = f"numasim report: {result.scenario.get('name', '?')}"
-    description = str(result.scenario.get("description") or "").strip()
-    parts = ["<!DOCTYPE html>", '<html lang="en">', '<head>\n<meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title>",
-             "<style>body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1400px;padding:0 1em}"
-             ".caption{color:#444;max-width:60em}section{margin-bottom:2.5em}</style>",
-             "</head>\n<body>", f"<h1>{html.escape(title)}</h1>", f'<p class="facts">{html.escape(_facts(result))}</p>']
-    if description:
-        parts.append(f"<p>{html.escape(description)}</p>")
-    reasons = why(result)
-    if reasons:
-        items = "".join(f"<li>{html.escape(x)}</li>" for x in reasons)
-        parts.append(f'<section id="why">\n<h2>Why</h2>\n<p class="caption">Read from the figures below, over the '
-                     f'measurement window.</p>\n<ul>{items}</ul>\n</section>')
+    """The report as one self-contained HTML page (see :func:`write_html`), from ``templates/report.html.j2``."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("numasim", "templates"), autoescape=True,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    sections = []
     for i, (key, fig) in enumerate(figures(result).items()):
         heading, caption = _CAPTIONS[key]
-        div = pio.to_html(fig, full_html=False, include_plotlyjs=i == 0, div_id=f"figure-{key}",
-                          config={"displaylogo": False, "responsive": True})
-        caption = html.escape(caption.format(baseline=result.baseline))
-        parts.append(f'<section id="{key}">\n<h2>{heading}</h2>\n<p class="caption">{caption}</p>\n{div}\n</section>')
-    parts.append("</body>\n</html>\n")
-    return "\n".join(parts)
-
+        figure = pio.to_html(fig, full_html=False, include_plotlyjs=i == 0, div_id=f"figure-{key}",
+                             config={"displaylogo": False, "responsive": True})
+        sections.append({"key": key, "heading": heading, "caption": caption.format(baseline=result.baseline),
+                         "figure": figure})
+    return env.get_template("report.html.j2").render(
+        title=f"numasim report: {result.scenario.get('name', '?')}", facts=_facts(result),
+        description=str(result.scenario.get("description") or "").strip(), reasons=why(result), sections=sections)

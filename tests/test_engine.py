@@ -110,7 +110,14 @@ def test_json_schema_contract(tmp_path):
         assert set(run) >= {"label", "policy", "throughput", "relative_throughput", "locality", "pods", "timeseries"}
         for pod in run["pods"]:
             assert set(pod) >= {"name", "throughput", "locality"}
-        assert len(run["timeseries"]["time_s"]) == len(run["timeseries"]["throughput"])
+        ts = run["timeseries"]
+        assert len(ts["time_s"]) == len(ts["throughput"])
+        # Per pod and per link over time: one column per pod / per named link, adding up.
+        assert all(len(row) == len(run["pods"]) for row in ts["pod_throughput"])
+        assert [sum(row) for row in ts["pod_throughput"]] == pytest.approx(ts["throughput"], rel=1e-3, abs=1e-3)
+        assert run["links"] == ["socket 1 -> 0", "socket 0 -> 1"]
+        assert all(len(row) == 2 for row in ts["link_gbps"])
+        assert [max(row) > 0 for row in ts["link_gbps"]] == [u > 0 for u in ts["link_util_max"]]
     base_run = next(r for r in doc["runs"] if r["label"] == doc["baseline"])
     assert base_run["relative_throughput"] == 1.0
     frame = res.to_frame()

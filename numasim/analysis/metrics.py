@@ -66,6 +66,7 @@ class Metrics:
     rate_solves: int
     seeds: list[int] = field(default_factory=list)
     replicates: list[dict[str, float | None]] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # the interconnect links, in the order of timeseries' link_gbps
 
 
 PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p99_ms": 99.0, "p999_ms": 99.9}
@@ -134,7 +135,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         kernel_cpu_seconds=float(np.mean([r.kernel_cpu_seconds for r in runs])),
         throttled_seconds=float(np.mean([r.throttled_seconds for r in runs])),
         latency=_mean_latency([r.latency for r in runs]),
-        pods=pods, timeseries=series, events=first.events, window_s=first.window_s,
+        pods=pods, timeseries=series, events=first.events, window_s=first.window_s, links=first.links,
         sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
         seeds=list(seeds),
         replicates=[{"seed": sd, **{f: _figure(r, f) for f in REPLICATED}} for sd, r in zip(seeds, runs)],
@@ -200,6 +201,12 @@ def summarize(trace: Trace, label: str) -> Metrics:
     # Time series over every sample interval (the whole run, warm-up included).
     dt = np.diff(t) / 1e9
     d_ops = np.diff(s["ops"], axis=0)
+    bw = np.asarray(trace.machine.interconnect.bandwidth, dtype=float)  # bytes/ns = GB/s
+    pod_thr = np.zeros((len(dt), len(trace.pods)))
+    for j, pod in enumerate(trace.pods):
+        if pod.tids:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                pod_thr[:, j] = d_ops[:, list(pod.tids)].sum(axis=1) / dt
     d_miss = np.diff(s["miss"], axis=0)
     d_local = np.diff(s["miss_local"], axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -217,6 +224,10 @@ def summarize(trace: Trace, label: str) -> Metrics:
         # write-backs), the busiest interconnect link's utilisation, mean loaded latencies.
         "node_gbps": [[round(float(x), 3) for x in row] for row in s["node_load"][1:]],
         "link_util_max": [float(row.max()) if row.size else 0.0 for row in s["link_util"][1:]],
+        # Each interconnect link's traffic in its direction (GB/s), in the order of ``links``.
+        "link_gbps": [[round(float(x), 3) for x in row * bw] for row in s["link_util"][1:]],
+        # Each pod's operations per second (the order of ``pods``).
+        "pod_throughput": [[round(float(x), 3) for x in row] for row in pod_thr],
         "latency_local_ns": [float(x) for x in s["lat_local"][1:]],
         "latency_remote_ns": [None if np.isnan(x) else float(x) for x in s["lat_remote"][1:]],
     }
@@ -241,6 +252,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
         timeseries=timeseries,
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],
         window_s=(float(t[i0] / 1e9), float(t[i1] / 1e9)),
+        links=trace.machine.interconnect.names,
         sim_events=trace.n_events,
         rate_solves=trace.n_solves,
     )

@@ -278,6 +278,13 @@ class Interconnect:
     route: object  # scipy.sparse.csr_array (links, nodes**2)
     path_len: NDArray[np.int64]  # (nodes, nodes)
     socket_hops: NDArray[np.int64]  # (nodes, nodes): socket links crossed
+    kinds: tuple[str, ...] = ()  # per link: "socket" (between sockets) or "node" (within a socket)
+
+    @property
+    def names(self) -> list[str]:
+        """A name per link and direction, for tables and reports: ``socket 0 -> 1``."""
+        kinds = self.kinds or ("node",) * len(self.ends)
+        return [f"{k} {a} -> {b}" for k, (a, b) in zip(kinds, self.ends.tolist())]
 
     @functools.cached_property
     def one_hop(self) -> NDArray[np.int64] | None:
@@ -313,6 +320,7 @@ def _interconnect(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interc
     same = spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps
     ends: list[tuple[int, int]] = []
     bw: list[float] = []
+    kinds: list[str] = []
     ids: dict[tuple[str, int, int], int] = {}
 
     def link(kind: str, a: int, b: int, gbps: float) -> int:
@@ -320,6 +328,7 @@ def _interconnect(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interc
             ids[(kind, a, b)] = len(ends)
             ends.append((a, b))
             bw.append(gbps)
+            kinds.append(kind)
         return ids[(kind, a, b)]
 
     rows: list[int] = []
@@ -347,6 +356,7 @@ def _interconnect(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interc
         route=route,
         path_len=path_len,
         socket_hops=socket_hops,
+        kinds=tuple(kinds),
     )
 
 
