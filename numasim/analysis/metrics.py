@@ -67,6 +67,8 @@ class Metrics:
     seeds: list[int] = field(default_factory=list)
     replicates: list[dict[str, float | None]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)  # the interconnect links, in the order of timeseries' link_gbps
+    pages_promoted_bytes: int = 0  # memory tiering: moved from CPU-less nodes to CPU nodes in the window
+    pages_demoted_bytes: int = 0  # and from CPU nodes to CPU-less nodes
 
 
 PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p99_ms": 99.0, "p999_ms": 99.9}
@@ -136,6 +138,8 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
         throttled_seconds=float(np.mean([r.throttled_seconds for r in runs])),
         latency=_mean_latency([r.latency for r in runs]),
         pods=pods, timeseries=series, events=first.events, window_s=first.window_s, links=first.links,
+        pages_promoted_bytes=int(round(np.mean([r.pages_promoted_bytes for r in runs]))),
+        pages_demoted_bytes=int(round(np.mean([r.pages_demoted_bytes for r in runs]))),
         sim_events=int(sum(r.sim_events for r in runs)), rate_solves=int(sum(r.rate_solves for r in runs)),
         seeds=list(seeds),
         replicates=[{"seed": sd, **{f: _figure(r, f) for f in REPLICATED}} for sd, r in zip(seeds, runs)],
@@ -253,6 +257,8 @@ def summarize(trace: Trace, label: str) -> Metrics:
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],
         window_s=(float(t[i0] / 1e9), float(t[i1] / 1e9)),
         links=trace.machine.interconnect.names,
+        pages_promoted_bytes=int(delta("promoted").sum()) if "promoted" in s else 0,
+        pages_demoted_bytes=int(delta("demoted").sum()) if "demoted" in s else 0,
         sim_events=trace.n_events,
         rate_solves=trace.n_solves,
     )

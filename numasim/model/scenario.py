@@ -216,6 +216,19 @@ def _is_tag(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or part.startswith("function-") or part in _UNION_TAGS)
 
 
+def _allowed(model: type[BaseModel], key: str) -> str:
+    """The keys ``model`` allows, its own before those it inherits, after the closest to ``key``."""
+    import difflib
+
+    inherited = {k for base in model.__mro__[1:] if isinstance(base, type) and issubclass(base, BaseModel)
+                 for k in getattr(base, "model_fields", {})}
+    names = list(model.model_fields)
+    ordered = [k for k in names if k not in inherited] + [k for k in names if k in inherited]
+    close = difflib.get_close_matches(key, names, n=3)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"{hint}allowed keys: {', '.join(ordered)}"
+
+
 def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
     out: list[Problem] = []
     seen: set[str] = set()
@@ -227,8 +240,8 @@ def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) 
         inp = err.get("input")
         if kind == "extra_forbidden":
             parent = _model_at(model, loc[:-1])
-            allowed = ", ".join(parent.model_fields) if parent else "see docs/scenarios.md"
-            msg = f"unknown key {loc[-1]!r}; allowed keys: {allowed}"
+            msg = f"unknown key {loc[-1]!r}; " + (_allowed(parent, str(loc[-1])) if parent else
+                                                   "allowed keys: see docs/scenarios.md")
         elif kind == "missing":
             msg = "required field is missing"
         else:

@@ -79,6 +79,12 @@ class WorkloadProfile(Spec):
         default=1.0, ge=0.0, le=1.0,
         description="share of the pod's memory (and of its misses) that all its threads use; the rest is private per thread",
     )
+    hot_fraction: float | None = Field(
+        default=None, gt=0.0, lt=1.0,
+        description="share of the pod's memory that is hot: it receives hot_access_share of the accesses (spread evenly "
+                    "over the address space, so first touch places hot and cold memory alike); none: every byte alike")
+    hot_access_share: float = Field(
+        default=0.9, gt=0.0, lt=1.0, description="share of the accesses that go to the hot memory (with hot_fraction)")
     touch: Literal["threads", "main"] = Field(
         default="threads",
         description="who first touches the shared memory at start-up: every thread its share, or the first thread all of it",

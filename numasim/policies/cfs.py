@@ -65,6 +65,18 @@ class CFSOptions(PolicyOptions):
     migrate_rate_limit_mbps: float | None = Field(
         default=_D["migrate_rate_limit_mbps"], gt=0,
         description="NUMA balancing: MB/s that may migrate into a node (kernels 3.8-4.18: 1280, i.e. 128 MB per 100 ms); null: no limit (4.19+)")
+    numa_balancing_tiering: bool = Field(
+        default=_D["numa_balancing_tiering"],
+        description="NUMA balancing's memory tiering mode (kernel.numa_balancing bit 2, v5.18+): promote hot pages from "
+                    "CPU-less memory nodes to the faulting CPU's node; with numa_balancing also on, mode 3")
+    hot_threshold_ms: float = Field(default=_D["hot_threshold_ms"], gt=0, le=1e6,
+                                    description="tiering: a slow-tier page touched within this time of its scan is hot")
+    promote_rate_limit_mbps: float = Field(default=_D["promote_rate_limit_mbps"], gt=0, le=1e9,
+                                           description="tiering: MB of promotion candidates per second per node")
+    demotion_enabled: bool = Field(default=_D["demotion_enabled"],
+                                   description="tiering: reclaim demotes the coldest pages of a full node to its slower tier")
+    watermark_scale_factor: int = Field(default=_D["watermark_scale_factor"], ge=1, le=3000,
+                                        description="vm.watermark_scale_factor: gap between a node's watermarks, per 10,000 of its memory")
     numa_balancing_kernel: Literal["3.13", "4.4", "6.1"] = Field(
         default=_D["numa_balancing_kernel"],
         description="NUMA balancing's rules of this kernel era: 3.13 (preferred node by task + group weight, swaps on "
@@ -151,8 +163,8 @@ class CFS(Policy):
         self._next = 0
         self.numab: NumaBalancing | None = None
         numa = [lvl for lvl in self.levels if lvl.numa]
-        if options.numa_balancing and numa:
-            self.numab = NumaBalancing(machine, options, rng, numa[0].imb_numa_nr, options.imbalance_pct_numa)
+        if (options.numa_balancing and numa) or (options.numa_balancing_tiering and machine.n_nodes > len(machine.cpu_nodes)):
+            self.numab = NumaBalancing(machine, options, rng, numa[0].imb_numa_nr if numa else 0, options.imbalance_pct_numa)
         self._numab_next = 0
 
     # ------------------------------------------------------------- slices

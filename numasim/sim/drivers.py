@@ -43,10 +43,11 @@ class Drivers:
         prof = pod.profile
         shared = int(round(pod.memory * prof.shared_fraction))
         private = (pod.memory - shared) // pod.threads
-        pod.shared_rid = self.memory.add_region(pod.index, -1, shared)
+        hot = (prof.hot_fraction, prof.hot_access_share) if prof.hot_fraction is not None else None
+        pod.shared_rid = self.memory.add_region(pod.index, -1, shared, hot)
         for k, tid in enumerate(pod.tids):
             self.t_shared_rid[tid] = pod.shared_rid
-            self.t_private[tid] = self.memory.add_region(pod.index, tid, private)
+            self.t_private[tid] = self.memory.add_region(pod.index, tid, private, hot)
             plan = [[self.t_private[tid], private]]
             if prof.touch == "threads":
                 part = shared // pod.threads + (1 if k < shared % pod.threads else 0)

@@ -39,7 +39,7 @@ from ..policies.api import (
     PAGE,
     Policy,
 )
-from .memory import Memory
+from .memory import CHUNK, Memory
 from .perf import LINE
 from .state import NEW, TOUCH
 from .trace import PodInstance, ResponseTimes, Trace
@@ -53,6 +53,7 @@ from .view import SimView
 __all__ = ["Simulation"]
 
 MAX_EAGER_TICKS = 10_000
+TOUCH_STEP = 32 * CHUNK  # bytes a thread first-touches between two of its events (64 MiB)
 
 
 class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
@@ -178,6 +179,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.c_kernel_ns = [0.0] * nt
         self.c_cpu_busy = [0.0] * machine.n_cpus
         self.c_pages_moved = np.zeros(len(pods))
+        self.c_promoted = np.zeros(len(pods))  # bytes moved from a CPU-less (slower) node to a CPU node
+        self.c_demoted = np.zeros(len(pods))  # and back
+        self._cpu_node_set = frozenset(machine.cpu_nodes)
         # CFS bandwidth control, per pod.
         npods = len(pods)
         self.q_quota = [math.inf] * npods  # CPU ns allowed per period
@@ -336,7 +340,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             if cap <= 0.0:
                 continue
             if phase[tid] == TOUCH:
-                left = sum(p[1] for p in self.t_touch_plan[tid])
+                # First touch advances in steps, so that threads touching at once share a node
+                # that fills up the way page faults interleave, not one whole region after another.
+                left = min(sum(p[1] for p in self.t_touch_plan[tid]), TOUCH_STEP)
                 eta = (debt[tid] + left * tau[tid] / LINE) / cap
             else:
                 req = req_left[tid]
@@ -402,6 +408,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "kernel": self.c_kernel_ns,
             "cpu_busy": self.c_cpu_busy,
             "pages_moved": self.c_pages_moved,
+            "promoted": self.c_promoted,
+            "demoted": self.c_demoted,
             "throttled": self.c_throttled,
             "pod_memory": self.memory.pod_bytes(len(self.pods)),
             "thread_cpu": self.v_thread_cpu,

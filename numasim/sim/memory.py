@@ -44,6 +44,7 @@ class Region:
     node: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: untouched
     last_tid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: no fault yet
     last_nid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    weight: NDArray[np.float64] | None = None  # accesses per byte of each chunk, relative to the region's mean; None: 1
 
     @property
     def n_chunks(self) -> int:
@@ -68,6 +69,7 @@ class Memory:
         self.used = np.zeros(machine.n_nodes, dtype=np.int64)
         self.regions: list[Region] = []
         self._placed = np.zeros((0, machine.n_nodes), dtype=np.int64)  # bytes, regions x nodes
+        self._access = np.zeros((0, machine.n_nodes))  # bytes x access weight, regions x nodes
         self._region_pod = np.zeros(0, dtype=np.int64)
         # Nodes in order of distance from each node (the kernel's zonelist order).
         self._by_distance = [
@@ -75,13 +77,17 @@ class Memory:
             for i in range(machine.n_nodes)
         ]
 
-    def add_region(self, pod: int, owner: int, size: int) -> int:
+    def add_region(self, pod: int, owner: int, size: int, hot: tuple[float, float] | None = None) -> int:
+        """A region of ``size`` bytes; ``hot = (fraction, share)``: that fraction of its chunks, spread
+        evenly through it, gets that share of its accesses."""
         n = -(-int(size) // CHUNK)
         self.regions.append(Region(
             pod, owner, int(size), 0,
             np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
+            _weights(n, hot) if hot is not None and n > 1 else None,
         ))
         self._placed = np.vstack([self._placed, np.zeros((1, self.machine.n_nodes), dtype=np.int64)])
+        self._access = np.vstack([self._access, np.zeros((1, self.machine.n_nodes))])
         self._region_pod = np.append(self._region_pod, pod)
         return len(self.regions) - 1
 
@@ -100,8 +106,9 @@ class Memory:
         return out
 
     def distributions(self, rids: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Share of the placed bytes of regions ``rids`` on each node (rows of zeros for empty regions)."""
-        placed = self._placed[rids]
+        """Share of the accesses to regions ``rids`` that each node serves: of their placed bytes, each
+        weighted by how hot its chunk is (rows of zeros for empty regions)."""
+        placed = self._access[rids]
         total = placed.sum(axis=1, keepdims=True)
         return np.divide(placed, total, out=np.zeros(placed.shape), where=total > 0)
 
@@ -122,11 +129,14 @@ class Memory:
         reg = self.regions[rid]
         size = reg.chunk_bytes(i)
         old = int(reg.node[i])
+        w = size * (1.0 if reg.weight is None else float(reg.weight[i]))
         if old >= 0:
             self._placed[rid, old] -= size
+            self._access[rid, old] -= w
             self.used[old] -= size
         reg.node[i] = node
         self._placed[rid, node] += size
+        self._access[rid, node] += w
         self.used[node] += size
 
     def _set_nodes(self, rid: int, start: int, stop: int, node: int) -> None:
@@ -135,6 +145,12 @@ class Memory:
         size = min(reg.size, stop * CHUNK) - start * CHUNK
         reg.node[start:stop] = node
         self._placed[rid, node] += size
+        if reg.weight is None:
+            self._access[rid, node] += size
+        else:
+            sizes = np.full(stop - start, float(CHUNK))
+            sizes[-1] = size - CHUNK * (stop - start - 1)
+            self._access[rid, node] += float(np.dot(sizes, reg.weight[start:stop]))
         self.used[node] += size
 
     def allocate(self, rid: int, nbytes: int, cpu_node: int, policy: MemPolicy) -> int:
@@ -160,6 +176,7 @@ class Memory:
                 if self.capacity[node] - self.used[node] >= size:
                     break
             else:
+                reg.touched = max(reg.touched, i * CHUNK)  # the chunks before this one are placed
                 raise AllocationFailure(rid, tuple(order), size)
             n = 1
             if policy.kind != "interleave":
@@ -201,6 +218,7 @@ class Memory:
         """Free all of region ``rid`` (its pod ended or was killed)."""
         self.used -= self._placed[rid]
         self._placed[rid, :] = 0
+        self._access[rid, :] = 0.0
         self.regions[rid].node[:] = -1
 
 
@@ -209,3 +227,16 @@ def _interleave_cycle(policy: MemPolicy) -> tuple[int, ...]:
     if not policy.weights:
         return policy.nodes
     return tuple(n for n, w in zip(policy.nodes, policy.weights) for _ in range(w))
+
+
+def _weights(n: int, hot: tuple[float, float]) -> NDArray[np.float64]:
+    """Access weight per chunk for ``n`` chunks: ``fraction`` of them hot, spread evenly, with ``share``
+    of the accesses; the mean weight is 1 (so the region's accesses per byte stay what they were)."""
+    fraction, share = hot
+    idx = np.arange(n)
+    is_hot = np.floor((idx + 1) * fraction) > np.floor(idx * fraction)
+    k = int(is_hot.sum())
+    if k in (0, n):
+        return np.ones(n)
+    return np.where(is_hot, share * n / k, (1.0 - share) * n / (n - k))
+

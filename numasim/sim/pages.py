@@ -35,12 +35,9 @@ class PageRuntime:
             try:
                 self.memory.allocate(rid, take, node, pod.mempolicy)
             except AllocationFailure as exc:
-                # The kernel OOM-kills the pod. Killing it here, in the middle of
-                # integrating one of its threads, would pull that thread from under its
-                # caller: the kill is its own event, right after this one.
-                pod.status = "failing"
-                ev = self.env.timeout(0)
-                ev.callbacks.append(lambda _e, p=pod, r=f"out of memory: {exc}": self._kill(p, r))
+                # The page allocator fails: the kernel's OOM killer picks one victim and the
+                # allocation is retried once its memory is free (this thread's next event).
+                self._oom(exc)
                 return
             plan[0][1] -= take
             left -= take
@@ -57,6 +54,24 @@ class PageRuntime:
         self._set_tau(np.array([tid]))
         self._solve_soon()
         self._begin_work(tid)
+
+    def _oom(self, exc: AllocationFailure) -> None:
+        """out_of_memory: kill the running pod with the most memory on the nodes the failed
+        allocation could use (oom_badness counts a task's resident memory; the youngest of
+        equals), unless a kill is already on its way. The kill is its own event, right after
+        this one: killing in the middle of integrating a thread would pull it from under
+        its caller."""
+        if any(p.status == "failing" for p in self.pods):
+            return
+        nodes = list(exc.nodes) or list(range(self.machine.n_nodes))
+        usage = self.memory.pod_bytes(len(self.pods))[:, nodes].sum(axis=1)
+        running = [p for p in self.pods if p.status == "running" and usage[p.index] > 0]
+        if not running:
+            running = [self.pods[self.memory.regions[exc.region].pod]]
+        victim = max(running, key=lambda p: (usage[p.index], p.index))
+        victim.status = "failing"
+        ev = self.env.timeout(0)
+        ev.callbacks.append(lambda _e, p=victim, r=f"out of memory: {exc}": self._kill(p, r))
 
     def _kill(self, pod: PodInstance, reason: str) -> None:
         if pod.status == "failed":
@@ -84,19 +99,30 @@ class PageRuntime:
     def _move_chunks(self, d: MoveChunks) -> None:
         if not 0 <= d.region < len(self.memory.regions) or not 0 <= d.dst < self.machine.n_nodes or d.copy_gbps <= 0:
             raise PolicyError(self.policy.name, self.now, d, "bad region, node or copy rate")
+        if isinstance(d.tid, (bool, np.bool_)) or not isinstance(d.tid, (int, np.integer)) or not -1 <= d.tid < len(self.t_cpu):
+            raise PolicyError(self.policy.name, self.now, d, "tid must be a thread id, or -1 for a kernel thread")
         reg = self.memory.regions[d.region]
         moved = 0
+        slow = self.machine.n_nodes > len(self.machine.cpu_nodes)
         for i in d.chunks:
+            src = int(reg.node[int(i)])
             got = self.memory.move_chunk(d.region, int(i), d.dst)
             if got:
                 moved += got
+                if slow and (src in self._cpu_node_set) != (d.dst in self._cpu_node_set):
+                    if d.dst in self._cpu_node_set:
+                        self.c_promoted[reg.pod] += got
+                    else:
+                        self.c_demoted[reg.pod] += got
         if moved:
             self.c_pages_moved[reg.pod] += moved
+            self._dirty = True
+            if d.tid < 0:
+                return
             self._integrate((d.tid,))
             cost = moved / d.copy_gbps
             self.t_debt[d.tid] += cost
             self.c_kernel_ns[d.tid] += cost
-            self._dirty = True
 
     def _start_flow(self, d: MigratePages) -> None:
         flow = {"d": d, "left": int(d.nbytes)}

@@ -97,6 +97,12 @@ class SimView:
         mem = self._sim.memory
         return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.pod == pod]
 
+    def region_weights(self, rid: int) -> NDArray[np.float64] | None:
+        """Accesses per byte of each chunk of region ``rid`` relative to the region's mean (hot > 1 > cold);
+        None when every chunk is alike."""
+        w = self._sim.memory.regions[rid].weight
+        return None if w is None else _ro(w)
+
     def thread_cpu_time(self) -> NDArray[np.float64]:
         """CPU time consumed by each thread so far, ns."""
         s = self._sim

@@ -1,0 +1,98 @@
+"""Memory tiering (NUMA balancing mode 2) and hot/cold memory: metamorphic checks of the mechanism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numasim.model.presets import machine_preset
+from numasim.sim.memory import CHUNK, Memory, _weights
+
+from .conftest import run_small
+
+GIB = 2**30
+
+# One socket of 8 cores with 2 GiB of DRAM and an 8 GiB CXL expander; a STREAM-like pod of
+# 3 GiB, a fifth of it hot (90 % of the accesses): a third of it lands on the CXL node.
+TIERED = {
+    "name": "tiered",
+    "machine": {"preset": "cascadelake-8280", "sockets": 1, "cores_per_node": 8, "smt": False,
+                "memory_per_node": "2GiB",
+                "memory_nodes": [{"kind": "cxl", "socket": 0, "memory": "8GiB", "latency_ns": 250, "bandwidth_gbps": 30}]},
+    "workloads": {"svc": {"base": "stream", "mlp": 8, "hot_fraction": 0.2, "hot_access_share": 0.9}},
+    "pods": [{"name": "svc", "threads": 4, "memory": "3GiB", "profile": "svc"}],
+    "duration": "12s", "warmup": "6s", "sample_interval": "500ms", "replications": 1,
+}
+
+
+def _variant(label: str, **options) -> dict:
+    return {"label": label, "policy": "cfs", "options": options}
+
+
+@pytest.fixture(scope="module")
+def tiered():
+    return run_small({**TIERED, "policies": [
+        _variant("none"),
+        _variant("tiering", numa_balancing_tiering=True),
+        _variant("demotion", numa_balancing_tiering=True, demotion_enabled=True),
+        _variant("cold", numa_balancing_tiering=True, demotion_enabled=True, hot_threshold_ms=1e-6),
+        _variant("limited", numa_balancing_tiering=True, demotion_enabled=True, promote_rate_limit_mbps=20),
+    ]})
+
+
+def test_promotion_with_demotion_puts_the_hot_memory_on_dram(tiered):
+    none, tier = tiered.run("none"), tiered.run("demotion")
+    # Without tiering DRAM serves its share of the bytes (2 of 3 GiB) and so of the accesses.
+    assert none.locality == pytest.approx(2 / 3, abs=0.02)
+    # With it the hot fifth (0.6 GiB, 90 % of the accesses) sits in DRAM with 1.4 GiB of cold:
+    # 0.9 + 0.1 x 1.4 / 2.4 of the accesses.
+    assert tier.locality == pytest.approx(0.9 + 0.1 * 1.4 / 2.4, abs=0.02)
+    assert tier.pages_promoted_bytes > 0 and tier.pages_demoted_bytes > 0
+    assert tiered.relative("demotion") > 1.2
+
+
+def test_no_room_and_no_demotion_means_no_promotion(tiered):
+    # DRAM is full and reclaim may not demote: nothing moves, only the hinting faults cost.
+    tier = tiered.run("tiering")
+    assert tier.hinting_faults > 0 and tier.pages_promoted_bytes == 0
+    assert tiered.relative("tiering") == pytest.approx(1.0, abs=0.005)
+
+
+def test_nothing_is_hot_below_a_tiny_threshold(tiered):
+    assert tiered.run("cold").pages_promoted_bytes == 0
+
+
+def test_the_rate_limit_bounds_promotion(tiered):
+    # 20 MB/s over the 6 s window (whole chunks: at most one more per second).
+    promoted = tiered.run("limited").pages_promoted_bytes
+    assert 0 < promoted <= 20 * 2**20 * 6 + 6 * CHUNK
+    assert promoted < tiered.run("demotion").pages_promoted_bytes
+
+
+def test_tiering_without_a_slower_tier_changes_nothing():
+    machine = {k: v for k, v in TIERED["machine"].items() if k != "memory_nodes"}
+    res = run_small({**TIERED, "machine": {**machine, "memory_per_node": "8GiB"},
+                     "policies": [_variant("none"), _variant("tiering", numa_balancing_tiering=True)]})
+    assert res.run("tiering").hinting_faults == 0
+    assert res.run("tiering").throughput == res.run("none").throughput
+
+
+def test_hot_weights_average_one_and_leave_uniform_memory_alone():
+    for n, f in [(10, 0.2), (7, 0.5), (1000, 0.05)]:
+        w = _weights(n, (f, 0.9))
+        assert w.mean() == pytest.approx(1.0)
+        hot = w > 1
+        assert hot.sum() == pytest.approx(n * f, abs=1)
+        assert w[hot].sum() / w.sum() == pytest.approx(0.9)
+    # A region without hot memory: the access distribution is the byte distribution.
+    mem = Memory(machine_preset("cascadelake-8280"))
+    rid = mem.add_region(0, -1, 10 * CHUNK)
+    hot = mem.add_region(0, 1, 10 * CHUNK, (0.2, 0.9))
+    for r in (rid, hot):
+        mem._set_nodes(r, 0, 5, 0)
+        mem._set_nodes(r, 5, 10, 1)
+    assert mem.distributions(np.array([rid]))[0].tolist() == [0.5, 0.5]
+    # Hot chunks 4 and 9 (evenly spread): one on each node, so the split stays even.
+    assert mem.distributions(np.array([hot]))[0] == pytest.approx([0.5, 0.5])
+    mem.move_chunk(hot, 4, 1)  # node 0's hot chunk moves: node 1 has both hot ones and 4 of the 8 cold
+    assert mem.distributions(np.array([hot]))[0][1] == pytest.approx(0.9 + 0.1 * 4 / 8)
