@@ -136,12 +136,16 @@ def _pods(result: RunResult, colours: dict[str, str]) -> go.Figure:
     fig = go.Figure(layout={**_LAYOUT, "barmode": "group", "height": 420,
                             "xaxis_title": "pod", "yaxis_title": "throughput (ops/s)"})
     for r in result.runs:
+        half = [p.throughput_ci for p in r.pods]
         fig.add_trace(go.Bar(
             name=r.label, x=[p.name for p in r.pods], y=[p.throughput for p in r.pods],
-            marker_color=colours[r.label], textposition="none",
-            text=[p.status + ("" if p.locality is None else f", locality {p.locality:.2f}") for p in r.pods],
-            hovertemplate="%{x}: %{y:,.0f} ops/s<br>%{text}" + _BY_NAME))
-    return fig
+            marker_color=colours[r.label], textposition="outside", cliponaxis=False, texttemplate="%{y:.3s}",
+            error_y={"type": "data", "array": [h or 0.0 for h in half], "visible": any(h is not None for h in half)},
+            customdata=[p.status + ("" if p.locality is None else f", locality {p.locality:.2f}")
+                        + ("" if h is None else f", ± {h:,.0f} ops/s (95 % CI)") for p, h in zip(r.pods, half)],
+            hovertemplate="%{x}: %{y:,.0f} ops/s<br>%{customdata}" + _BY_NAME))
+    # Value labels show where they fit; with many pods and variants plotly hides the ones that do not.
+    return fig.update_layout(uniformtext_minsize=8, uniformtext_mode="hide")
 
 
 def _column_edges(n_samples: int) -> np.ndarray:
@@ -355,8 +359,9 @@ _CAPTIONS = {
     "summary": ("Summary", "Throughput of each policy variant relative to the baseline ({baseline}), and locality: "
                 "the share of DRAM misses served by the node the thread ran on, over the measurement window. "
                 "Labels and error bars: the mean ± the 95 % confidence interval over seeds, when there are several."),
-    "pods": ("Throughput per pod", "Operations per second of each pod over the measurement window, per variant; "
-             "a rejected or failed pod has none (hover for status and locality)."),
+    "pods": ("Throughput per pod", "Operations per second of each pod over the measurement window, per variant, "
+             "with the 95 % confidence interval over seeds when there are several; a rejected or failed pod has none "
+             "(hover for status and locality)."),
     "timeline": ("Which pod ran where", "Per CPU (grouped by NUMA node; hover for the OS CPU id) and sample "
                  "interval, the pod with the most CPU time there (each variant's first seed); blank is idle. "
                  "Drag to zoom, double-click to reset. A thread's CPU time in an interval is split over the "

@@ -140,3 +140,18 @@ def test_compare_two_results_with_significance(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     io = capsys.readouterr()
     assert "different scenarios" in io.err and "relative_throughput" in io.out
+
+
+def test_each_pod_carries_its_interval_over_seeds_into_the_report():
+    from numasim import report
+
+    data = small_scenario(duration="3s", warmup="1s", replications=3,
+                          policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
+    res = numasim.run(numasim.from_dict(data), quiet=True)
+    bars = report.figures(res)["pods"].data
+    for run, bar in zip(res.runs, bars):
+        halves = [p.throughput_ci for p in run.pods]
+        assert all(h is not None and h >= 0 for h in halves)
+        assert bar.error_y.visible is True and list(bar.error_y.array) == halves
+    assert res.to_json()["runs"][0]["pods"][0]["throughput_ci"] == res.runs[0].pods[0].throughput_ci
+

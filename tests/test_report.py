@@ -84,6 +84,7 @@ def test_figures_show_the_results(result):
         assert list(bars.x) == [p.name for p in run.pods] == ["app-0", "app-1"]
         assert list(bars.y) == [p.throughput for p in run.pods]
         assert all(y > 0 for y in bars.y)
+        assert bars.texttemplate == "%{y:.3s}" and bars.error_y.visible is False  # labels; one seed: no interval
 
     # Memory: stacked per node, and the stack of each variant's pod is all of its memory (2 GiB, touched).
     nodes = figs["memory"].data

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..sim.perf import LINE
+from .confidence import half_width
 from ..sim.trace import Trace
 
 __all__ = ["PodMetrics", "Metrics", "summarize", "combine"]
@@ -37,6 +38,7 @@ class PodMetrics:
     latency: dict[str, float] | None
     memory_per_node_bytes: list[int]
     placement: dict = field(default_factory=dict)
+    throughput_ci: float | None = None  # half-width of the 95 % interval over seeds
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
             latency=_mean_latency([p.latency for p in rows]),
             memory_per_node_bytes=pod.memory_per_node_bytes,
             placement=pod.placement,
+            throughput_ci=half_width([p.throughput for p in rows]),
         ))
     series = {}
     for key, values in first.timeseries.items():

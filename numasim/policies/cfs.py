@@ -161,6 +161,8 @@ class CFS(Policy):
         self._cpu_core = machine.cpu_core
         self._started = False
         self._next = 0
+        self._stats_cache: dict[tuple[int, int], tuple] = {}
+        self._moves_done = 0
         self.numab: NumaBalancing | None = None
         numa = [lvl for lvl in self.levels if lvl.numa]
         if (options.numa_balancing and numa) or (options.numa_balancing_tiering and machine.n_nodes > len(machine.cpu_nodes)):
@@ -325,6 +327,13 @@ class CFS(Policy):
         ``env->cpus`` after a balancing attempt found their tasks all pinned; the group's
         weight and capacity stay whole.
         """
+        cacheable = masked is None or not masked.any()
+        if cacheable:
+            # Every group of a domain balances against the same statistics until a task moves:
+            # one computation per domain, CPU counts and move count (nr is a fresh array per pass).
+            hit = self._stats_cache.get((li, si))
+            if hit is not None and hit[0] is nr and hit[1] == self._moves_done:
+                return hit[2]
         pct = self.levels[li].pct
         flat, starts, w, ncores = self._gidx[(li, si)]
         n = nr[flat]
@@ -337,11 +346,14 @@ class CFS(Policy):
         has_cap = (s < w) | (~(cap * pct < run * 100) & (cap * 100 > util * pct))
         kind = np.where(over, OVERLOADED, np.where(has_cap, HAS_SPARE, FULLY_BUSY))
         avg = run * SCALE / cap
-        return [
+        out = [
             _Stats(a, b, i, c, d, k, v)
             for a, b, i, c, d, k, v in zip(s.tolist(), w.tolist(), idle.tolist(), busy.tolist(), ncores.tolist(),
                                            kind.tolist(), avg.tolist())
         ]
+        if cacheable:
+            self._stats_cache[(li, si)] = (nr, self._moves_done, out)
+        return out
 
     def _adjust_numa(self, imb: int, dst_running: int, imb_numa_nr: int) -> int:
         if dst_running > imb_numa_nr:
@@ -439,7 +451,10 @@ class CFS(Policy):
             dst = self._balance_cpu(e, nr)
             busy = bool(nr[dst] > 0)
             if now >= e.last + self._interval_ns(e, busy):
-                found, moved = self._balance(e, dst, busy, nr, cpu_of, active, sim, moves)
+                if nr[self.levels[e.level].spans[e.span]].any():
+                    found, moved = self._balance(e, dst, busy, nr, cpu_of, active, sim, moves)
+                else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
+                    found, moved = False, 0
                 w = float(self.levels[e.level].weight)
                 # sched_balance_rq's back-off: min_interval after an imbalance, else doubling.
                 e.interval_ms = w if found else min(e.interval_ms * 2, 2 * w)
@@ -649,6 +664,7 @@ class CFS(Policy):
             pinned_cpus.append(src)
 
     def _do_move(self, t: int, src: int, dst: int, nr, cpu_of, moves: dict[int, int]) -> None:
+        self._moves_done += 1
         nr[src] -= 1
         nr[dst] += 1
         cpu_of[t] = dst
