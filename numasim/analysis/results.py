@@ -195,6 +195,8 @@ class RunResult:
                 "migrations": r.migrations,
                 "cross_node_migrations": r.cross_node_migrations,
                 "pages_migrated_bytes": r.pages_migrated_bytes,
+                "pages_promoted_bytes": r.pages_promoted_bytes,
+                "pages_demoted_bytes": r.pages_demoted_bytes,
                 "hinting_faults": r.hinting_faults,
                 "numa_task_moves": r.numa_task_moves,
                 "kernel_cpu_seconds": r.kernel_cpu_seconds,
