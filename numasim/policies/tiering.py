@@ -1,0 +1,108 @@
+"""Memory tiering: NUMA balancing's promotion of hot pages from CPU-less nodes, and demotion by reclaim.
+
+Part of the NUMA balancing model (:mod:`numasim.policies.numab`), enabled by the CFS
+option ``numa_balancing_tiering`` (``kernel.numa_balancing`` bit 2). docs/model.md,
+"Memory tiering", gives the kernel sources and what is simplified.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .api import CHUNK, Decision, MoveChunks
+
+if TYPE_CHECKING:
+    from .api import View
+    from ..model.machine import Machine
+
+__all__ = ["Tiering"]
+
+MS = 1_000_000
+
+
+class Tiering:
+    """Promotion and demotion state of one simulation: the slow tier, rate windows, this scan's free memory."""
+
+    def __init__(self, machine: "Machine", opts, rng: np.random.Generator):
+        self.m = machine
+        self.o = opts
+        self.rng = rng
+        self.slow = frozenset(range(machine.n_nodes)) - frozenset(machine.cpu_nodes)
+        # Each top-tier node demotes to its nearest slow node (node_demotion targets by distance).
+        self.demote_to = {n: [int(j) for j in np.argsort(machine.distance[n], kind="stable") if int(j) in self.slow]
+                          for n in machine.cpu_nodes}
+        self.promo_window: dict[int, tuple[int, float]] = {}  # node -> (1 s window, candidate bytes in it)
+        self.free = np.zeros(machine.n_nodes, dtype=np.int64)
+        self.demoted: set[tuple[int, int]] = set()
+
+    def begin_scan(self, sim: "View") -> None:
+        """Free memory as this scan's promotions and demotions will change it; nothing demoted yet."""
+        self.free = np.array(sim.node_free(), dtype=np.int64)
+        self.demoted = set()
+
+    def promote(self, tid: int, pod: int, rid: int, i: int, src: int, sim: "View", miss, out: list) -> int | None:
+        """Memory tiering on a hinting fault of a slow-tier chunk: promote it to the faulting CPU's
+        node if it is hot (touched within ``hot_threshold_ms`` of its scan), within the promotion
+        rate limit, and the node has room above its watermark, after reclaim demoted cold chunks
+        if ``demotion_enabled`` (should_numa_migrate_memory, numa_promotion_rate_limit,
+        migrate_balanced_pgdat)."""
+        dst = int(self.m.cpu_node[sim.thread_cpu[tid]])
+        # The fault's latency since the scan is exponential with the chunk's access rate.
+        pod_bytes = float(sim.pod_memory()[pod].sum())
+        rate = float(sum(miss[t] for t in sim.pods[pod].tids))  # the pod's DRAM misses per ns
+        weights = sim.region_weights(rid)
+        share = CHUNK * (1.0 if weights is None else float(weights[i])) / pod_bytes if pod_bytes > 0 else 0.0
+        if self.rng.random() >= -math.expm1(-rate * share * self.o.hot_threshold_ms * MS):
+            return None
+        window = sim.now // (1000 * MS)
+        start, used = self.promo_window.get(dst, (window, 0.0))
+        used = used if start == window else 0.0
+        self.promo_window[dst] = (window, used + CHUNK)
+        if used + CHUNK > self.o.promote_rate_limit_mbps * 2**20:
+            return None
+        free = self.free
+        if free[dst] - CHUNK < self._reserve(dst):
+            if not self.o.demotion_enabled:
+                return None
+            # Reclaim (kswapd, woken by the failed promotion) demotes up to the promotion watermark.
+            out += self._demote(dst, 2 * self._reserve(dst) + CHUNK - int(free[dst]), sim)
+            if free[dst] - CHUNK < self._reserve(dst):
+                return None
+        free[dst] -= CHUNK
+        free[src] += CHUNK
+        return dst
+
+    def _reserve(self, node: int) -> int:
+        """Free memory a node keeps: its high watermark, two watermark gaps of its memory (simplified)."""
+        return int(2 * self.m.node_memory[node] * self.o.watermark_scale_factor / 10_000)
+
+    def _demote(self, node: int, nbytes: int, sim: "View") -> list[Decision]:
+        """kswapd with demotion: move the coldest chunks of ``node`` (any pod's) to its nearest slow node with room."""
+        free = self.free
+        target = next((t for t in self.demote_to.get(node, []) if free[t] >= nbytes + self._reserve(t)), None)
+        if target is None or nbytes <= 0:
+            return []
+        cands = []
+        for pod in sim.pods:
+            for rid, _owner, nodes in sim.pod_regions(pod.index):
+                idx = np.array([k for k in np.flatnonzero(nodes == node).tolist() if (rid, k) not in self.demoted],
+                               dtype=np.int64)
+                if idx.size:
+                    w = sim.region_weights(rid)
+                    cands.append((np.ones(idx.size) if w is None else w[idx], np.full(idx.size, rid), idx))
+        if not cands:
+            return []
+        w = np.concatenate([c[0] for c in cands])
+        rids = np.concatenate([c[1] for c in cands])
+        idx = np.concatenate([c[2] for c in cands])
+        order = np.lexsort((idx, rids, w))[: -(-nbytes // CHUNK)]  # coldest first
+        by_region: dict[int, list[int]] = {}
+        for k in order.tolist():
+            by_region.setdefault(int(rids[k]), []).append(int(idx[k]))
+            self.demoted.add((int(rids[k]), int(idx[k])))
+        free[node] += CHUNK * len(order)
+        free[target] -= CHUNK * len(order)
+        return [MoveChunks(rid, tuple(chunks), target, -1, self.o.migrate_copy_gbps) for rid, chunks in by_region.items()]
