@@ -33,6 +33,12 @@ from .model.scenario import load
 __all__ = ["main"]
 
 
+def _import_parser(sub, name: str, about: str, **kwargs) -> argparse.ArgumentParser:
+    """``numasim NAME import``: a command group ``NAME`` whose one subcommand is ``import``."""
+    group = sub.add_parser(name, help=about)
+    return group.add_subparsers(dest=f"{name}_command", required=True).add_parser("import", **kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="numasim", description="Simulate pods on NUMA machines under competing schedulers.")
     p.add_argument("--version", action="version", version=f"numasim {__version__}")
@@ -85,10 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--workers", type=int, default=0, help="processes (default: one per CPU)")
     val.add_argument("--list", action="store_true", help="list the cases and exit")
 
-    mach = sub.add_parser("machine", help="machine files: import one from a real machine's outputs")
-    msub = mach.add_subparsers(dest="machine_command", required=True)
-    imp = msub.add_parser(
-        "import", help="write a machine file from numactl -H, lscpu, hwloc XML, sysfs and Intel MLC outputs",
+    imp = _import_parser(
+        sub, "machine", "machine files: import one from a real machine's outputs", help="write a machine file from numactl -H, lscpu, hwloc XML, sysfs and Intel MLC outputs",
         description="Read each FILE, recognised by its content: the output of numactl -H, lscpu (plain, -p or -e), "
                     "lstopo --of xml, Intel MLC (--latency_matrix, --bandwidth_matrix, --loaded_latency, "
                     "--max_bandwidth, --c2c_latency; several in one file are fine), or a copy of /sys/devices/system "
@@ -100,10 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("-o", "--output", required=True, metavar="FILE", help="the machine file to write (YAML)")
     imp.add_argument("--name", help="the machine's name (default: the CPU model, if an input gives it)")
 
-    k8s = sub.add_parser("k8s", help="Kubernetes: import a node's pods and kubelet configuration as a scenario")
-    ksub = k8s.add_subparsers(dest="k8s_command", required=True)
-    kimp = ksub.add_parser(
-        "import", help="write a scenario from kubectl get pods -o json and a kubelet configuration",
+    kimp = _import_parser(
+        sub, "k8s", "Kubernetes: import a node's pods and kubelet configuration as a scenario", help="write a scenario from kubectl get pods -o json and a kubelet configuration",
         description="Read the pods of one node from `kubectl get pods -o json` (pods of one owner with the same "
                     "resources become one group with replicas) and, with --kubelet-config, the node's "
                     "KubeletConfiguration (CPU, Topology and Memory Manager policies, reserved CPUs and memory, "

@@ -260,8 +260,8 @@ def summarize(trace: Trace, label: str) -> Metrics:
         events=[(e[0] / 1e9, e[1], e[2]) for e in trace.events],
         window_s=(float(t[i0] / 1e9), float(t[i1] / 1e9)),
         links=trace.machine.interconnect.names,
-        pages_promoted_bytes=int(delta("promoted").sum()) if "promoted" in s else 0,
-        pages_demoted_bytes=int(delta("demoted").sum()) if "demoted" in s else 0,
+        pages_promoted_bytes=int(delta("promoted").sum()),
+        pages_demoted_bytes=int(delta("demoted").sum()),
         sim_events=trace.n_events,
         rate_solves=trace.n_solves,
     )

@@ -474,8 +474,8 @@ class NumaBalancing:
             tw, gw = self._weight(tid, src, False), self._weight(tid, src, True)
             best = self._find_cpu(tid, src_cpu, pref, self._weight(tid, pref, False) - tw,
                                   self._weight(tid, pref, True) - gw, None, sim, ctx)
-            active = self._active_nodes(g) if g is not None and era != "3.13" else set()
-            if best is None or len(active) > (1 if era != "3.13" else 10**9):
+            active = self._active_nodes(g) if g is not None and era != "3.13" else set()  # 3.13 had none
+            if best is None or len(active) > 1:
                 # "No space available on the preferred nid. Look elsewhere", and from v4.x also
                 # whenever the group spans several active nodes: nodes where the task or the
                 # group gains.
