@@ -85,11 +85,23 @@ class WorkloadProfile(Spec):
                     "over the address space, so first touch places hot and cold memory alike); none: every byte alike")
     hot_access_share: float = Field(
         default=0.9, gt=0.0, lt=1.0, description="share of the accesses that go to the hot memory (with hot_fraction)")
-    touch: Literal["threads", "main"] = Field(
+    touch: Literal["threads", "main", "work"] = Field(
         default="threads",
-        description="who first touches the shared memory at start-up: every thread its share, or the first thread all of it",
+        description="who first touches the memory, and when: threads: every thread its share at start-up, before it "
+                    "works; main: the first thread all of the shared memory at start-up, the others start once it is "
+                    "done; work: every thread its share while it works, at touch_gbps of its CPU time, so the memory "
+                    "grows where the thread runs at that moment (a heap that grows as the program allocates)",
     )
-    touch_gbps: float = Field(default=2.0, ge=0.001, le=10_000, description="GB/s one thread writes when it first touches its memory")
+    touch_gbps: float = Field(
+        default=2.0, ge=0.001, le=10_000,
+        description="GB/s one thread writes when it first touches its memory (with touch: work, GB of new memory "
+                    "per second of the thread's CPU time, its allocation rate while its memory grows)")
+    transient_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="share of the misses that go to short-lived buffers allocated and freed within a request "
+                    "(malloc'd per request, larger than the allocator keeps): their pages are allocated fresh, by "
+                    "the pod's memory policy, on the node where the thread runs, so they are local under the default "
+                    "policy wherever the thread has moved; they are not counted in the pod's memory")
     requests: RequestSpec | None = Field(
         default=None,
         description="how the threads' work arrives in requests (see Requests); none: the threads never block",

@@ -49,7 +49,7 @@ class Drivers:
             self.t_shared_rid[tid] = pod.shared_rid
             self.t_private[tid] = self.memory.add_region(pod.index, tid, private, hot)
             plan = [[self.t_private[tid], private]]
-            if prof.touch == "threads":
+            if prof.touch != "main":
                 part = shared // pod.threads + (1 if k < shared % pod.threads else 0)
                 plan.append([pod.shared_rid, part])
             elif k == 0:
@@ -64,7 +64,7 @@ class Drivers:
             self.p_stall[tid] *= 1.0 + adm.overhead.memory
         # With a single toucher, the other threads start once the memory is touched
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
-        for tid in pod.tids if prof.touch == "threads" else pod.tids[:1]:
+        for tid in pod.tids if prof.touch != "main" else pod.tids[:1]:
             self._start_thread(tid)
         if prof.pause_interval_ms is not None:
             self.env.process(self._pauses(pod))
@@ -80,7 +80,10 @@ class Drivers:
     def _start_thread(self, tid: int) -> None:
         cpu = self._id(self.policy.place(tid, self.view), "place()'s CPU", "place")
         self._check_place(tid, cpu, "place")
-        self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] else WORK
+        # A thread whose memory grows as it works (touch: work) touches it from WORK.
+        self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] and not self.p_grow[tid] else WORK
+        if self.t_touch_plan[tid] and self.p_grow[tid]:
+            self._growing.add(tid)
         self.t_last[tid] = self.now
         self.placements.extend((self.env.now, tid, cpu))
         if self.q_throttled[self.t_pod[tid]]:

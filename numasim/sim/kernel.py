@@ -139,6 +139,10 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._has_coherence = any(self.p_coherence)
         self.p_shared = [pr.shared_fraction for pr in prof]
         self.p_touch = [pr.touch_gbps for pr in prof]  # bytes per full-core ns
+        self.p_grow = [pr.touch_gbps if pr.touch == "work" else 0.0 for pr in prof]  # bytes allocated per work ns
+        self.p_transient = [pr.transient_fraction for pr in prof]
+        self._has_transient = any(self.p_transient)
+        self._growing: set[int] = set()  # threads whose memory still grows as they work
         self.p_footprint = [float(pr.cache_footprint_mib * 2**20) for pr in prof]
         reqs = [pr.requests for pr in prof]
         self.p_req_mode = [0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs]

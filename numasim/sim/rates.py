@@ -66,6 +66,11 @@ class Rates:
                 self.c_miss[tid] += miss
                 self.c_miss_local[tid] += miss * self._local[tid]
                 self._miss_pending[tid] += miss  # spread over nodes when the access row changes
+            grow = self.p_grow[tid]
+            if grow and self.t_touch_plan[tid] and work > 0.0:
+                # The thread's memory grows as it works: the new pages are first-touched where
+                # it ran since its last integration (its CPU changes only after one).
+                self._touch(tid, work * grow)
         elif phase == TOUCH and work > 0.0:
             self._touch(tid, work * LINE / self.r_tau[tid])
 
@@ -80,7 +85,13 @@ class Rates:
         shared = np.where(shared.sum(axis=1, keepdims=True) > 0, shared, local)
         private = np.where(private.sum(axis=1, keepdims=True) > 0, private, local)
         sf = _gather(self.p_shared, tids)[:, None]
-        return sf * shared + (1.0 - sf) * private
+        acc = sf * shared + (1.0 - sf) * private
+        if self._has_transient:
+            # Buffers allocated and freed within a request get fresh pages where the thread runs now.
+            tf = _gather(self.p_transient, tids)[:, None]
+            if tf.any():
+                acc = tf * self._touch_target(tids) + (1.0 - tf) * acc
+        return acc
 
     def _touch_target(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Where the pages a touching thread allocates go (rows sum to 1), by memory policy."""
@@ -262,6 +273,11 @@ class Rates:
             yield self.env.timeout(REFRESH_NS)
             if schedutil:
                 self._schedutil()
+            if self._growing:
+                # Memory that grows as threads work is placed at least this often, so the
+                # access rows follow it even for threads that run without events.
+                self._integrate(self._growing)
+                self._growing = {t for t in self._growing if self.t_touch_plan[t]}
             if self._dirty:
                 self._solve()
 
