@@ -95,3 +95,46 @@ def test_no_transient_buffers_change_nothing():
                           policies=[{"label": "cfs", "policy": "cfs"}], duration="2s", warmup="1s")
     a, b = run_small(base).run("cfs"), run_small(zero).run("cfs")
     assert a.throughput == b.throughput and a.locality == b.locality
+
+
+PRIVATE = {"cycles_per_op": 2000, "llc_misses_per_op": 10, "mlp": 2.0, "shared_fraction": 0.0,
+           "touch_gbps": 8.0, "cache_footprint_mib": 0.1}
+
+
+def _eight_threads(profile: dict[str, Any], policies: list[dict], duration: str = "1s", warmup: str = "500ms"):
+    """One always-runnable pod of 8 threads on the small machine's 8 CPUs: CFS puts 4 on each node."""
+    data = small_scenario(workloads={"w": profile},
+                          pods=[{"name": "p", "threads": 8, "memory": "256MiB", "profile": "w"}],
+                          policies=policies, duration=duration, warmup=warmup)
+    return run_small(data)
+
+
+def test_private_memory_touched_by_the_pods_threads_at_large_spreads_over_its_nodes():
+    cfs = [{"label": "cfs", "policy": "cfs"}]
+    owner = _eight_threads(PRIVATE, cfs).run("cfs")
+    pod = _eight_threads({**PRIVATE, "private_touch": "pod"}, cfs).run("cfs")
+    assert owner.locality == pytest.approx(1.0, abs=0.02)  # each thread touched its own data where it runs
+    # 16 chunks per thread, round robin over the nodes of 8 threads, 4 on each node: half local.
+    assert pod.locality == pytest.approx(0.5, abs=0.02)
+    assert sum(pod.pods[0].memory_per_node_bytes) == 256 * 2**20
+
+
+def test_numa_balancing_moves_collector_placed_private_data_to_its_owner():
+    both = [{"label": "cfs", "policy": "cfs"},
+            {"label": "numab", "policy": "cfs", "options": {"numa_balancing": True}}]
+    r = _eight_threads({**PRIVATE, "private_touch": "pod"}, both, duration="8s", warmup="6s")
+    assert r.run("cfs").locality == pytest.approx(0.5, abs=0.02)
+    # Private faults always migrate (should_numa_migrate_memory), after the two-stage filter.
+    assert r.run("numab").locality > 0.9
+
+
+def test_private_access_share_sets_the_misses_not_the_bytes():
+    # The main thread touches the shared half of the memory on its node; each thread its private
+    # half where it runs (4 threads on each node). Threads away from the main thread's node
+    # find only their private memory local: locality (1 + share of misses to private) / 2.
+    half = {**PRIVATE, "shared_fraction": 0.5, "touch": "main"}
+    cfs = [{"label": "cfs", "policy": "cfs"}]
+    assert _eight_threads(half, cfs).run("cfs").locality == pytest.approx(0.75, abs=0.02)
+    hot = _eight_threads({**half, "private_access_share": 0.9}, cfs)
+    assert hot.run("cfs").locality == pytest.approx(0.95, abs=0.02)
+    assert sum(hot.run("cfs").pods[0].memory_per_node_bytes) == 256 * 2**20  # the bytes did not change

@@ -79,6 +79,15 @@ class WorkloadProfile(Spec):
         default=1.0, ge=0.0, le=1.0,
         description="share of the pod's memory (and of its misses) that all its threads use; the rest is private per thread",
     )
+    private_access_share: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="share of the misses that go to the threads' private memory, when it differs from its share of "
+                    "the bytes (a small, hot per-thread data set in a large heap); none: 1 - shared_fraction")
+    private_touch: Literal["owner", "pod"] = Field(
+        default="owner",
+        description="who first touches a thread's private memory: the thread itself, or the pod's threads at large "
+                    "(a copying garbage collector's threads promote each thread's long-lived objects wherever they "
+                    "run), so it lands on the nodes where the pod runs, round robin over its threads")
     hot_fraction: float | None = Field(
         default=None, gt=0.0, lt=1.0,
         description="share of the pod's memory that is hot: it receives hot_access_share of the accesses (spread evenly "
@@ -118,6 +127,12 @@ class WorkloadProfile(Spec):
         default=1.0, ge=0, le=2**20, description="cache contents a thread must reload after it moves to another core"
     )
     sources: dict[str, str] = Field(default_factory=dict, description="where each parameter comes from")
+
+    @model_validator(mode="after")
+    def _check_private(self) -> "WorkloadProfile":
+        if self.private_access_share and self.shared_fraction >= 1.0:
+            raise ValueError("private_access_share needs private memory: a shared_fraction below 1")
+        return self
 
 
 class Resources(Spec):

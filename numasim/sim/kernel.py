@@ -137,7 +137,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.p_coherence = [float(pr.coherence_misses_per_op) for pr in prof]
         self._has_writes = any(self.p_writes)
         self._has_coherence = any(self.p_coherence)
-        self.p_shared = [pr.shared_fraction for pr in prof]
+        # Share of the misses to the shared region (its share of the bytes, unless given apart).
+        self.p_shared = [pr.shared_fraction if pr.private_access_share is None else 1.0 - pr.private_access_share
+                         for pr in prof]
         self.p_touch = [pr.touch_gbps for pr in prof]  # bytes per full-core ns
         self.p_grow = [pr.touch_gbps if pr.touch == "work" else 0.0 for pr in prof]  # bytes allocated per work ns
         self.p_transient = [pr.transient_fraction for pr in prof]

@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from ..errors import PolicyError
 from ..policies.api import MigratePages, MoveChunks
-from .memory import AllocationFailure
+from .memory import CHUNK, AllocationFailure
 from .state import DEAD, WORK
 from .trace import PodInstance
 
@@ -29,11 +29,15 @@ class PageRuntime:
         left = int(round(nbytes))
         if pod.status != "running":
             return
+        by_pod = pod.profile.private_touch == "pod"
         while plan and left > 0:
             rid, want = plan[0]
             take = min(want, left)
             try:
-                self.memory.allocate(rid, take, node, pod.mempolicy)
+                if by_pod and rid == self.t_private[tid]:
+                    self._touch_round_robin(pod, rid, take)
+                else:
+                    self.memory.allocate(rid, take, node, pod.mempolicy)
             except AllocationFailure as exc:
                 # The page allocator fails: the kernel's OOM killer picks one victim and the
                 # allocation is retried once its memory is free (this thread's next event).
@@ -44,6 +48,17 @@ class PageRuntime:
             if plan[0][1] <= 0:
                 plan.pop(0)
         self._dirty = True
+
+    def _touch_round_robin(self, pod: PodInstance, rid: int, nbytes: int) -> None:
+        """First-touch the next ``nbytes`` of region ``rid`` a chunk at a time from the nodes where the
+        pod's threads run, in turn (the threads of a copying collector, which run wherever the pod does)."""
+        nodes = [self._cpu_node[self.t_cpu[t]] for t in pod.tids if self.t_cpu[t] >= 0]
+        reg = self.memory.regions[rid]
+        end = min(reg.size, reg.touched + nbytes)
+        while reg.touched < end:
+            k = reg.touched // CHUNK
+            piece = min(end, (k + 1) * CHUNK) - reg.touched
+            self.memory.allocate(rid, piece, nodes[k % len(nodes)], pod.mempolicy)
 
     def _finish_touch(self, tid: int) -> None:
         self.t_phase[tid] = WORK
