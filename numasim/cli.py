@@ -182,6 +182,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("policies", help="list the available policies")
     sub.add_parser("machines", help="list the machine presets")
     sub.add_parser("workloads", help="list the workload presets")
+    sch = sub.add_parser(
+        "schema", help="write the scenario file's JSON schema, for editors that check and complete YAML",
+        description="Write the JSON schema (draft 2020-12) of a scenario file: every field, its type, bounds, default "
+                    "and meaning, the presets by name and each built-in policy's options. Editors check and complete "
+                    "a scenario file against it; with VS Code's YAML extension, put "
+                    "'# yaml-language-server: $schema=scenario.schema.json' on the file's first line. "
+                    "Example: numasim schema -o scenario.schema.json")
+    sch.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: standard output)")
     return p
 
 
@@ -564,6 +572,16 @@ def _cmd_machines(out: Console) -> int:
     return 0
 
 
+def _cmd_schema(args) -> int:
+    from .schema import schema_json
+
+    if args.output:
+        write_all([(check_target(args.output, f"-o {args.output}"), schema_json(), f"-o {args.output}")])
+    else:
+        sys.stdout.write(schema_json())
+    return 0
+
+
 def _cmd_workloads(out: Console) -> int:
     t = Table(title="workload presets")
     for col in ("name", "cycles/op", "LLC misses/op", "MLP", "dependent", "writes/miss", "shared", "description"):
@@ -629,6 +647,8 @@ def _main(args) -> int:
             return _cmd_policies(out)
         if args.command == "machines":
             return _cmd_machines(out)
+        if args.command == "schema":
+            return _cmd_schema(args)
         return _cmd_workloads(out)
     except NumasimError as exc:
         # soft_wrap: one message, not re-wrapped at the console width (it may be piped or grepped)

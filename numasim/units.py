@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_duration", "parse_size", "format_duration", "format_size", "NS_PER_S"]
+__all__ = ["parse_duration", "parse_size", "parse_cpu", "format_duration", "format_size", "NS_PER_S",
+           "DURATION_PATTERN", "SIZE_PATTERN", "CPU_PATTERN"]
 
 NS_PER_S = 1_000_000_000
 
@@ -44,6 +45,13 @@ _SIZE_UNITS = {
 }
 
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ]+)\s*$")
+
+# The same rules as JSON Schema (ECMA-262) patterns, for the scenario JSON schema (numasim schema):
+# a number, then a unit of the table above (sizes in any case, as parse_size lowers them).
+_NUMBER = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+DURATION_PATTERN = rf"^\s*{_NUMBER}\s*(?:{'|'.join(sorted(_DURATION_UNITS, key=len, reverse=True))})\s*$"
+SIZE_PATTERN = rf"^\s*{_NUMBER}\s*(?:[Bb]|[KkMmGgTt][Ii]?[Bb]?)\s*$"
+CPU_PATTERN = rf"^\s*{_NUMBER}\s*m?\s*$"
 
 DURATION_HELP = "a duration with a unit, e.g. '500ms', '2s', '1.5min' (units: ns, us, ms, s, min, h)"
 SIZE_HELP = "a size with a unit, e.g. '42GB', '42GiB', '512Mi' (units: B, KB, KiB, MB, MiB, GB, GiB, TB, TiB; k8s Ki/Mi/Gi/Ti and K/M/G/T)"

@@ -14,15 +14,12 @@ from typing import Annotated, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BeforeValidator, Field, model_validator
-from .spec import Spec, Text
+from pydantic import Field, model_validator
+from .spec import Size, Spec, Text
 from scipy.optimize import curve_fit
-
-from ..units import parse_size
 
 __all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "Interconnect", "LoadedLatencyCurve", "parse_cpulist"]
 
-Size = Annotated[int, BeforeValidator(parse_size)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 
 

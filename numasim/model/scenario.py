@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
-from .spec import Spec, Text
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from .spec import Duration, Spec, Text
 
 from ..errors import Problem, ScenarioError
 from ..policies.api import Policy, PolicyOptions
@@ -41,8 +41,6 @@ __all__ = [
     "machine_preset",
     "SlaSpec",
 ]
-
-Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
 # ------------------------------------------------------------------- specs

@@ -5,11 +5,15 @@ from __future__ import annotations
 import types
 import typing
 import unicodedata
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
 
-__all__ = ["Spec", "Text"]
+from ..units import (CPU_HELP, CPU_PATTERN, DURATION_HELP, DURATION_PATTERN, SIZE_HELP, SIZE_PATTERN, parse_cpu,
+                     parse_duration, parse_size)
+
+__all__ = ["Spec", "Text", "Size", "Duration", "Cpu"]
 
 
 def _accepts_bool(annotation: Any) -> bool:
@@ -56,3 +60,36 @@ def _printable(text: str) -> str:
 
 Text = Annotated[str, AfterValidator(_printable)]
 """Free text shown to the user (names, labels, descriptions): printable characters only."""
+
+
+@dataclass(frozen=True)
+class _Quantity:
+    """The JSON schema of a quantity with a unit, which a before-validator parses.
+
+    The value is written as text with a unit (``pattern``), or as the bare number
+    ``number`` allows; ``format`` names the quantity (``size``, ``duration``,
+    ``cpu``). The field's bounds, on the parsed value (bytes, ns, CPUs), stay
+    beside them: JSON Schema applies them to a bare number only.
+    """
+
+    format: str
+    pattern: str
+    help: str
+    number: tuple[tuple[str, Any], ...]
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        inner = handler(core_schema)  # the number's schema, with the field's bounds
+        bounds = {k: v for k, v in inner.items() if k != "type"}
+        text = {"type": "string", "pattern": self.pattern, "description": self.help}
+        return {"anyOf": [text, dict(self.number)], "format": self.format, **bounds}
+
+
+Size = Annotated[int, BeforeValidator(parse_size), _Quantity("size", SIZE_PATTERN, SIZE_HELP, (("const", 0),))]
+"""Bytes, written with a unit (``42GB``, ``42Gi``, ``512MiB``); a bare number only as 0."""
+
+Duration = Annotated[int, BeforeValidator(parse_duration),
+                     _Quantity("duration", DURATION_PATTERN, DURATION_HELP, (("const", 0),))]
+"""Nanoseconds, written with a unit (``500ms``, ``2s``, ``1.5min``); a bare number only as 0."""
+
+Cpu = Annotated[float, BeforeValidator(parse_cpu), _Quantity("cpu", CPU_PATTERN, CPU_HELP, (("type", "number"),))]
+"""CPUs as Kubernetes writes them: a number (``2``, ``0.5``) or millicores (``'500m'``)."""

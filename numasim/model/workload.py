@@ -9,18 +9,12 @@ instances of a workload run, with how many threads, CPUs and how much memory.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BeforeValidator, Field, model_validator
-from .spec import Spec, Text
-
-from ..units import parse_cpu, parse_duration, parse_size
+from pydantic import Field, model_validator
+from .spec import Cpu, Duration, Size, Spec, Text
 
 __all__ = ["WorkloadProfile", "RequestSpec", "PodSpec", "Resources"]
-
-Size = Annotated[int, BeforeValidator(parse_size)]
-Cpu = Annotated[float, BeforeValidator(parse_cpu)]
-Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
 class RequestSpec(Spec):

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from ..model.presets import policy_defaults
-from ..units import parse_duration
+from ..model.spec import Duration
 from .api import (
     Admission,
     Decision,
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["ESXi", "ESXiOptions"]
 
 _D = policy_defaults("esxi")
-Duration = Annotated[int, BeforeValidator(parse_duration)]
 
 
 class ESXiOptions(PolicyOptions):

@@ -26,14 +26,14 @@ node", "Utilizing the NUMA-aware Memory Manager"):
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, StrictInt
+from pydantic import Field, StrictInt
 
 from ..errors import Problem
 from ..model.machine import parse_cpulist
-from ..units import parse_duration, parse_size
+from ..model.spec import Duration, Size
 from .api import Admission, Decision, MemPolicy, SetAffinity
 from .cfs import CFS, CFSOptions
 
@@ -53,9 +53,9 @@ class K8sOptions(CFSOptions):
     memory_manager_policy: Literal["None", "Static"] = Field(default="None", description="--memory-manager-policy")
     reserved_cpus: str | StrictInt | None = Field(
         default=None, description="--reserved-cpus as a cpulist ('0,1'), or a number of CPUs taken as the kubelet does (lowest ids, whole cores first)")
-    reserved_memory: Annotated[int, BeforeValidator(parse_size)] = Field(
+    reserved_memory: Size = Field(
         default=0, ge=0, description="--reserved-memory per NUMA node (the Static Memory Manager needs it > 0)")
-    reconcile_period: Annotated[int, BeforeValidator(parse_duration)] = Field(
+    reconcile_period: Duration = Field(
         default="10s", gt=0, description="--cpu-manager-reconcile-period: how soon shared-pool cpusets follow allocations")
     cfs_quota: bool = Field(default=True, description="enforce CPU limits with CFS bandwidth control (kubelet --cpu-cfs-quota)")
 

@@ -10,13 +10,13 @@ JVM that has already touched its heap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from pydantic import BeforeValidator, Field, StrictInt
+from pydantic import Field, StrictInt
 
 from ..errors import Problem
 from ..model.machine import parse_cpulist
-from ..units import parse_duration
+from ..model.spec import Duration
 from .api import Admission, Decision, SetAffinity
 from .cfs import CFS, CFSOptions
 
@@ -31,7 +31,7 @@ class TasksetOptions(CFSOptions):
 
     cpus: list[str | StrictInt | list[StrictInt]] = Field(
         min_length=1, description="cpulists of OS CPU ids ('0-7', '0-42:2'), cycled over the pods in arrival order")
-    at: Annotated[int, BeforeValidator(parse_duration)] = Field(
+    at: Duration = Field(
         default=0, ge=0, description="when the affinity takes effect (0s: at start)")
 
 
