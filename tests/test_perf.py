@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numasim.model.machine import Interconnect, LoadedLatencyCurve
+from numasim.model.interconnect import Interconnect
+from numasim.model.machine import LoadedLatencyCurve
 from numasim.sim.perf import RateInputs, solve_rates
 
 CURVE = LoadedLatencyCurve(a=2.0, b=5.0)

@@ -15,10 +15,12 @@ from typing import Annotated, Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
-from .spec import Size, Spec, Text
 from scipy.optimize import curve_fit
 
-__all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "Interconnect", "LoadedLatencyCurve", "parse_cpulist"]
+from .interconnect import Interconnect, build_interconnect, socket_routes
+from .spec import Size, Spec, Text
+
+__all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "LoadedLatencyCurve", "parse_cpulist"]
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 
@@ -144,7 +146,7 @@ class MachineSpec(Spec):
                 raise ValueError(f"memory_nodes[{k}] is attached to socket {mn.socket}, but the machine has "
                                  f"sockets 0-{self.sockets - 1}")
         if self.links is not None:
-            _socket_routes(self.sockets, self.links)  # raises on a bad socket id or a disconnected graph
+            socket_routes(self.sockets, self.links)  # raises on a bad socket id or a disconnected graph
         if self.c2c_remote_reader_homed_ns is not None and self.c2c_remote_ns is None:
             raise ValueError("c2c_remote_reader_homed_ns needs c2c_remote_ns (the line homed in the writer's socket)")
         if self.bandwidth_1to1_gbps is not None and self.bandwidth_1to1_gbps >= 2 * self.loaded_latency_peak_gbps:
@@ -213,148 +215,9 @@ class LoadedLatencyCurve:
         return LoadedLatencyCurve(float(a), float(b))
 
 
-def _socket_routes(sockets: int, links: list[LinkSpec] | None) -> tuple[dict[tuple[int, int], float], list[list[list[int]]]]:
-    """The socket graph's directed edges with their bandwidth, and the fewest-hop path between every pair.
-
-    ``paths[a][b]`` lists the sockets from ``a`` to ``b`` (both included). Without
-    ``links`` every pair of sockets is joined directly (the v1 model). Among paths of
-    equal length the one through the lowest socket ids is taken, so routes are
-    deterministic. Raises ValueError on a socket id outside the machine, a link from a
-    socket to itself, or a graph that leaves a socket unreachable.
-    """
-    edges: dict[tuple[int, int], float] = {}
-    if links is None:
-        return edges, [[[a] if a == b else [a, b] for b in range(sockets)] for a in range(sockets)]
-    for k, link in enumerate(links):
-        a, b = link.sockets
-        if a >= sockets or b >= sockets:
-            raise ValueError(f"links[{k}] joins socket {max(a, b)}, but the machine has sockets 0-{sockets - 1}")
-        if a == b:
-            raise ValueError(f"links[{k}] joins socket {a} to itself")
-        for e in ((a, b), (b, a)):
-            edges[e] = edges.get(e, 0.0) + link.gbps
-    nbrs = [sorted(b for (a, b) in edges if a == s) for s in range(sockets)]
-    paths: list[list[list[int]]] = []
-    for src in range(sockets):
-        prev = {src: src}
-        frontier = [src]
-        while frontier:  # breadth first: the first path found to a socket has the fewest hops
-            nxt = []
-            for u in frontier:
-                for v in nbrs[u]:
-                    if v not in prev:
-                        prev[v] = u
-                        nxt.append(v)
-            frontier = nxt
-        if len(prev) < sockets:
-            missing = min(set(range(sockets)) - set(prev))
-            raise ValueError(f"links leave socket {missing} unreachable from socket {src}")
-        row = []
-        for dst in range(sockets):
-            path = [dst]
-            while path[-1] != src:
-                path.append(prev[path[-1]])
-            row.append(path[::-1])
-        paths.append(row)
-    return edges, paths
-
-
-@dataclass(frozen=True, eq=False)
-class Interconnect:
-    """The directed links between NUMA nodes and the route of each node-to-node flow over them.
-
-    Nodes of one socket talk over one on-die link per ordered pair; nodes of different
-    sockets over the socket graph's links (``MachineSpec.links``), which all the node
-    pairs of two sockets share. ``route`` is a sparse (links x nodes**2) incidence
-    matrix: column ``i * n + j`` (the flow from memory node ``j`` to CPU node ``i``) has
-    a 1 for each link that flow crosses. ``path_len[i, j]`` counts them (0 on the diagonal).
-    """
-
-    ends: NDArray[np.int64]  # (links, 2): the sockets or nodes a link goes from and to, for reports
-    bandwidth: NDArray[np.float64]  # (links,) bytes/ns per direction
-    route: object  # scipy.sparse.csr_array (links, nodes**2)
-    path_len: NDArray[np.int64]  # (nodes, nodes)
-    socket_hops: NDArray[np.int64]  # (nodes, nodes): socket links crossed
-    kinds: tuple[str, ...] = ()  # per link: "socket" (between sockets) or "node" (within a socket)
-
-    @property
-    def names(self) -> list[str]:
-        """A name per link and direction, for tables and reports: ``socket 0 -> 1``."""
-        kinds = self.kinds or ("node",) * len(self.ends)
-        return [f"{k} {a} -> {b}" for k, (a, b) in zip(kinds, self.ends.tolist())]
-
-    @functools.cached_property
-    def one_hop(self) -> NDArray[np.int64] | None:
-        """When every link carries exactly one node pair's flow (every 2-socket machine, the
-        default all-pairs graph): the flow column of each link, so that the fixed point can
-        index instead of multiplying by ``route``. Otherwise None."""
-        route = self.route
-        counts = np.diff(route.indptr)
-        if np.any(counts != 1) or np.any(self.path_len > 1):
-            return None
-        return route.indices.astype(np.int64)
-
-    @staticmethod
-    def direct(bandwidth: NDArray[np.float64]) -> "Interconnect":
-        """Every ordered pair of nodes ``(j -> i)`` joined by its own link of ``bandwidth[i, j]`` bytes/ns."""
-        from scipy.sparse import csr_array
-
-        n = len(bandwidth)
-        pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
-        route = csr_array((np.ones(len(pairs)), (np.arange(len(pairs)), [i * n + j for i, j in pairs])),
-                          shape=(len(pairs), n * n))
-        hops = 1 - np.eye(n, dtype=np.int64)
-        return Interconnect(ends=np.asarray([(j, i) for i, j in pairs], dtype=np.int64).reshape(-1, 2),
-                            bandwidth=np.asarray([bandwidth[i, j] for i, j in pairs], dtype=float),
-                            route=route, path_len=hops, socket_hops=hops)
-
-
-def _interconnect(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interconnect:
-    from scipy.sparse import csr_array
-
-    n = len(node_socket)
-    edges, paths = _socket_routes(spec.sockets, spec.links)
-    same = spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps
-    ends: list[tuple[int, int]] = []
-    bw: list[float] = []
-    kinds: list[str] = []
-    ids: dict[tuple[str, int, int], int] = {}
-
-    def link(kind: str, a: int, b: int, gbps: float) -> int:
-        if (kind, a, b) not in ids:
-            ids[(kind, a, b)] = len(ends)
-            ends.append((a, b))
-            bw.append(gbps)
-            kinds.append(kind)
-        return ids[(kind, a, b)]
-
-    rows: list[int] = []
-    cols: list[int] = []
-    path_len = np.zeros((n, n), dtype=np.int64)
-    socket_hops = np.zeros((n, n), dtype=np.int64)
-    for i in range(n):
-        for j in range(n):
-            if i == j:
-                continue
-            si, sj = int(node_socket[i]), int(node_socket[j])
-            if si == sj:
-                crossed = [link("node", j, i, same)]
-            else:
-                p = paths[sj][si]
-                crossed = [link("socket", a, b, edges.get((a, b), spec.interconnect_gbps)) for a, b in zip(p, p[1:])]
-                socket_hops[i, j] = len(crossed)
-            rows += crossed
-            cols += [i * n + j] * len(crossed)
-            path_len[i, j] = len(crossed)
-    route = csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(ends), n * n))
-    return Interconnect(
-        ends=np.asarray(ends, dtype=np.int64).reshape(-1, 2),
-        bandwidth=np.asarray(bw, dtype=float),
-        route=route,
-        path_len=path_len,
-        socket_hops=socket_hops,
-        kinds=tuple(kinds),
-    )
+def _interconnect_of(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interconnect:
+    return build_interconnect(spec.sockets, spec.links, node_socket, spec.interconnect_gbps,
+                              spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps)
 
 
 def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -513,7 +376,7 @@ class Machine:
             latency = local * np.asarray(spec.slit, dtype=float) / 10.0
         else:
             assert spec.hop_latency_ns is not None
-            latency = local + spec.hop_latency_ns * _interconnect(spec, node_socket).socket_hops.astype(float)
+            latency = local + spec.hop_latency_ns * _interconnect_of(spec, node_socket).socket_hops.astype(float)
         if spec.slit is not None and n > 1:
             distance = np.asarray(spec.slit, dtype=np.int64)
         else:
@@ -536,7 +399,7 @@ class Machine:
                 for mn in spec.memory_nodes]
         node_curve = LoadedLatencyCurve(np.array([c.a for c in node_curves]), np.array([c.b for c in node_curves]))
 
-        interconnect = _interconnect(spec, node_socket)
+        interconnect = _interconnect_of(spec, node_socket)
         for arr in (interconnect.ends, interconnect.bandwidth, interconnect.path_len, interconnect.socket_hops):
             arr.setflags(write=False)
         # MLC's 1:1 mix moves B11 bytes, half of them write-backs, in the time all-read moves

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..model.machine import Interconnect, LoadedLatencyCurve
+from ..model.interconnect import Interconnect
+from ..model.machine import LoadedLatencyCurve
 
 __all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_efficiency", "LINE"]
 
