@@ -86,6 +86,10 @@ def test_the_kernel_rule_is_an_option_of_the_scenario():
 
     with pytest.raises(numasim.ScenarioError, match="numa_balancing_kernel"):
         numasim.from_dict(bad)
+    # --set reads 4.4 as a number; it means the version.
+    ok = small_scenario(policies=[{"label": "x", "policy": "cfs"}])
+    s = numasim.from_dict(ok, overrides=["policies.0.options.numa_balancing_kernel=4.4"])
+    assert s.variants[0].options.numa_balancing_kernel == "4.4"
 
 
 def _batch_jvms(threads: int, kernel: str, **machine) -> dict:

@@ -14,10 +14,10 @@ nothing of where a thread's pages are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from ..model.presets import policy_defaults
 from .api import Decision, Move, Policy, PolicyOptions
@@ -32,6 +32,13 @@ __all__ = ["CFS", "CFSOptions"]
 
 _D = policy_defaults("cfs")
 
+
+
+def _version_text(value: object) -> object:
+    """A kernel version written as a number (``--set ...=4.4`` reads 4.4 as a float) is read as its text."""
+    if isinstance(value, float) and not isinstance(value, bool):
+        return repr(value)
+    return value
 
 
 class CFSOptions(PolicyOptions):
@@ -73,7 +80,7 @@ class CFSOptions(PolicyOptions):
                                    description="tiering: reclaim demotes the coldest pages of a full node to its slower tier")
     watermark_scale_factor: int = Field(default=_D["watermark_scale_factor"], ge=1, le=3000,
                                         description="vm.watermark_scale_factor: gap between a node's watermarks, per 10,000 of its memory")
-    numa_balancing_kernel: Literal["3.13", "4.4", "6.1"] = Field(
+    numa_balancing_kernel: Annotated[Literal["3.13", "4.4", "6.1"], BeforeValidator(_version_text)] = Field(
         default=_D["numa_balancing_kernel"],
         description="NUMA balancing's rules of this kernel era: 3.13 (preferred node by task + group weight, swaps on "
                     "any gain of zero or more); 4.4 (3.15-4.18, pseudo-interleaving: active-node mask, memory spread over "

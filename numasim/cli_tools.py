@@ -1,0 +1,238 @@
+"""The command line's tool subcommands: ``machine import``, ``k8s import``, ``sweep``, ``calibrate``,
+``compare`` and ``validation``; and ``--machine`` (a preset or a machine file) for ``run``.
+
+Part of the command line (:mod:`numasim.cli` parses the arguments, dispatches and prints errors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .atomic import check_target, write_all
+from .errors import NumasimError, Problem, ScenarioError
+from .model.presets import preset_names
+
+
+def _machine_arg(value: str | None):
+    """--machine: a preset name as is, or the data of a machine file."""
+    if value is None or value in preset_names("machines"):
+        return value
+    from .model.yamlfile import read_yaml
+
+    if not os.path.exists(value):
+        raise ScenarioError(Problem("--machine", f"{value!r} is neither a machine preset ({', '.join(preset_names('machines'))}) "
+                                                 "nor a file"))
+    return read_yaml(Path(value))
+
+
+def _cmd_machine(args, out: Console, err: Console) -> int:
+    from .importers.machine import import_machine, to_yaml
+
+    target = check_target(args.output, f"-o {args.output}", tuple(args.files))
+    spec, warnings = import_machine(args.files, args.name)
+    header = ("# Written by `numasim machine import " + " ".join(Path(f).name for f in args.files) + "`.\n"
+              "# Every value says where it came from under sources:; values marked guessed come from a preset.\n")
+    write_all([(target, to_yaml(spec, header), f"-o {args.output}")])
+    for w in warnings:
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"wrote {args.output}: {spec['sockets']} sockets, {spec['sockets'] * spec['nodes_per_socket']} nodes, "
+              f"{spec['cores_per_node']} cores per node{', SMT' if spec['smt'] else ''}; "
+              f"{sum(1 for v in spec['sources'].values() if v.startswith('guessed'))} values guessed",
+              markup=False, highlight=False)
+    return 0
+
+
+def _cmd_k8s(args, out: Console, err: Console) -> int:
+    from .importers.k8s import import_k8s
+    from .importers.machine import to_yaml
+    from .model.scenario import from_dict
+
+    inputs = tuple(x for x in (args.pods, args.kubelet_config) if x)
+    target = check_target(args.output, f"-o {args.output}", inputs)
+    machine = _machine_arg(args.machine)
+    exclude = tuple(args.exclude_namespace) if args.exclude_namespace else ("kube-system",)
+    scenario, warnings = import_k8s(args.pods, args.kubelet_config, machine, args.node, args.profile, exclude)
+    from_dict(scenario, source=f"the scenario imported from {args.pods}")  # refuse to write what would not run
+    header = (f"# Written by `numasim k8s import {Path(args.pods).name}"
+              + (f" --kubelet-config {Path(args.kubelet_config).name}" if args.kubelet_config else "") + "`.\n"
+              "# Guessed (Kubernetes does not know them): each pod's busy threads (its CPU limit, else request,\n"
+              "# rounded up), the memory it touches (its memory limit, else request) and its workload profile.\n")
+    write_all([(target, to_yaml(scenario, header), f"-o {args.output}")])
+    for w in warnings:
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+    n = sum(p["replicas"] for p in scenario["pods"])
+    out.print(f"wrote {args.output}: {n} pods in {len(scenario['pods'])} groups on node {scenario['name']}",
+              markup=False, highlight=False)
+    return 0
+
+
+def _span(item: str, flag: str) -> tuple[str, tuple[float, float]]:
+    """``PATH=LO..HI`` of --range and --fit, as (path, (lo, hi))."""
+    path, sep, span = item.partition("=")
+    lo, dots, hi = span.partition("..")
+    try:
+        if not sep or not dots or not path.strip():
+            raise ValueError
+        return path.strip(), (float(lo), float(hi))
+    except ValueError:
+        raise ScenarioError(Problem(flag, f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
+
+
+def _cmd_sweep(args, out: Console, err: Console) -> int:
+    from .model.yamlfile import read_yaml_text
+    from .sweep import sweep
+
+    grid: dict[str, list] = {}
+    for item in args.grid:
+        path, sep, values = item.partition("=")
+        if not sep or not path.strip() or not values.strip():
+            raise ScenarioError(Problem("--grid", f"{item[:80]!r} must be PATH=V1,V2,..."))
+        grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
+    ranges = dict(_span(item, "--range") for item in args.range)
+    if args.workers < 0:
+        raise ScenarioError(Problem("--workers", "must be 0 (one per CPU) or more"))
+    frame = sweep(args.scenario, grid or None, args.sample, ranges or None, policies=args.policy, sets=args.set,
+                  out=args.out, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
+                  sample_seed=args.sample_seed, quiet=args.quiet)
+    points = frame["point"].nunique() if len(frame) else 0
+    out.print(f"wrote {args.out}: {points} points, {len(frame)} rows", markup=False, highlight=False)
+    return 0
+
+
+def _cmd_calibrate(args, out: Console, err: Console) -> int:
+    from .calibrate import calibrate
+
+    fit = dict(_span(item, "--fit") for item in args.fit)
+    targets = _measured_csv(args.measured) if args.measured else []
+    for item in args.target:
+        head, sep, value = item.partition("=")
+        label, colon, metric = head.rpartition(":")
+        try:
+            if not sep or not colon or not label:
+                raise ValueError
+            targets.append((label, metric, float(value)))
+        except ValueError:
+            raise ScenarioError(Problem("--target", f"{item[:80]!r} must be LABEL:METRIC=VALUE, "
+                                                    "e.g. numactl:relative_throughput=1.17")) from None
+    if not 1 <= args.max_evaluations <= 10_000:
+        raise ScenarioError(Problem("--max-evaluations", "must be 1-10000"))
+    inputs = (args.scenario,) + ((args.measured,) if args.measured else ())
+    target_file = check_target(args.json, f"--json {args.json}", inputs) if args.json else None
+    res = calibrate(args.scenario, fit, targets, sets=args.set, replications=args.replications,
+                    workers=args.workers, max_evaluations=args.max_evaluations, leave_one_out=args.leave_one_out,
+                    on_evaluation=lambda values, e: err.print(
+                        "run: " + ", ".join(f"{k}={v:.6g}" for k, v in values.items()) + f": error {e:.3g}",
+                        markup=False, highlight=False))
+    table = Table(title=f"calibration: {res.evaluations} runs")
+    for col in ("target", "measured", "predicted", "error %"):
+        table.add_column(col)
+    for t in res.targets:
+        table.add_row(f"{t['label']}:{t['metric']}", f"{t['measured']:.4g}", f"{t['predicted']:.4g}", f"{t['error_pct']:+.1f}")
+    out.print(table)
+    for path, value in res.fitted.items():
+        ci = res.ci.get(path)
+        out.print(f"fitted {path} = {value:.6g}" + (f" ± {ci:.3g} (95 %)" if ci is not None else
+                                                    " (no interval: no more targets than fitted fields)"),
+                  markup=False, highlight=False)
+    if res.error_before_pct is not None:
+        out.print(f"RMS error of the targets: {res.error_before_pct:.1f} % before, {res.error_after_pct:.1f} % after",
+                  markup=False, highlight=False)
+    for row in res.leave_one_out:
+        out.print(f"left out {row['left_out']}: predicted {row['predicted']:.4g} against {row['measured']:.4g} "
+                  f"({row['error_pct']:+.1f} %)", markup=False, highlight=False)
+    out.print("use with: " + " ".join(f"--set {o}" for o in res.overrides()), markup=False, highlight=False)
+    if target_file is not None:
+        doc = {**res.to_json(), "scenario": args.scenario, "sets": list(args.set),
+               "note": "fitted on these targets: judge the model on other figures, not on these"}
+        write_all([(target_file, json.dumps(doc, indent=2) + "\n", f"--json {args.json}")])
+    return 0
+
+
+def _measured_csv(path: str) -> list[tuple[str, str, float]]:
+    """label,metric,value rows of a measurements file; errors name the line."""
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read(4 * 2**20 + 1)
+    except OSError as exc:
+        raise ScenarioError(Problem("", f"cannot be read: {exc.strerror or exc}"), source=path) from None
+    if len(text) > 4 * 2**20:
+        raise ScenarioError(Problem("", "larger than 4 MiB"), source=path)
+    rows = list(csv.reader(text.splitlines()))
+    if not rows or [c.strip() for c in rows[0]] != ["label", "metric", "value"]:
+        raise ScenarioError(Problem("line 1", "the header must be label,metric,value"), source=path)
+    out = []
+    for n, row in enumerate(rows[1:], start=2):
+        if not row or not "".join(row).strip():
+            continue
+        try:
+            label, metric, value = (c.strip() for c in row)
+            out.append((label, metric, float(value)))
+        except ValueError:
+            raise ScenarioError(Problem(f"line {n}", "expected label,metric,value with a number as value"),
+                                source=path) from None
+    return out
+
+
+def _cmd_compare(args, out: Console, err: Console) -> int:
+    import numasim
+    from .analysis.compare import compare
+
+    a, b = numasim.load_result(args.a), numasim.load_result(args.b)
+    pa, pb = a.scenario.get("provenance") or {}, b.scenario.get("provenance") or {}
+    for key, what in (("scenario_hash", "scenarios"), ("numasim_version", "numasim versions")):
+        if pa.get(key) != pb.get(key):
+            err.print(f"note: different {what}: {pa.get(key)} and {pb.get(key)}", markup=False, highlight=False)
+    rows = compare(a, b)
+    if not rows:
+        raise NumasimError(f"{args.a} and {args.b} have no variant label in common")
+    table = Table(title=f"{Path(args.a).name} (A) against {Path(args.b).name} (B)")
+    for col in ("variant", "figure", "A", "B", "change", "p", "significant"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["label"], r["figure"], f"{r['a']:.4g}", f"{r['b']:.4g}",
+                      "" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
+                      "" if r["p_value"] is None else f"{r['p_value']:.3f}",
+                      "one seed" if r["significant"] is None else ("yes" if r["significant"] else "no"))
+    out.print(table)
+    return 0
+
+
+def _cmd_validation(args, out: Console, err: Console) -> int:
+    from . import validation
+
+    if args.list:
+        table = Table(title="validation cases")
+        for col in ("id", "mechanism", "machine", "published", "band %", "title"):
+            table.add_column(col)
+        for c in validation.load_cases(args.only):
+            table.add_row(c.id, c.mechanism, c.machine_family, f"{c.published:.3f}", f"{c.band_pct:g}", c.title)
+        out.print(table)
+        return 0
+    if args.json:
+        check_target(args.json, "--json")
+    cases = validation.load_cases(args.only)
+    done = []
+    results = validation.run_suite(args.only, workers=args.workers,
+                                   on_done=lambda cid: done.append(cid) or err.print(
+                                       f"finished {cid} ({len(done)}/{len(cases)})", highlight=False))
+    table = Table(title="numasim validation: published versus predicted")
+    for col, just in (("case", "left"), ("mechanism", "left"), ("published", "right"), ("predicted", "right"),
+                      ("error %", "right"), ("band %", "right"), ("within", "center"), ("direction", "center")):
+        table.add_column(col, justify=just)
+    for r in results:
+        table.add_row(r.id, r.mechanism, f"{r.published:.3f}", f"{r.predicted:.3f}", f"{r.error_pct:+.1f}",
+                      f"{r.band_pct:g}", "yes" if r.within else "NO", "ok" if r.direction_ok else "WRONG")
+    out.print(table)
+    data = validation.suite_json(results)
+    out.print(f"MAPE {data['mape_pct']:.1f} % over {len(results)} cases; {sum(r.within for r in results)} within "
+              f"their band; {sum(r.direction_ok for r in results)} in the right direction", highlight=False)
+    if args.json:
+        write_all([(args.json, json.dumps(data, indent=2), "--json")])
+    return 0 if all(r.within for r in results) else 1
