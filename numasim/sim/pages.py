@@ -51,14 +51,19 @@ class PageRuntime:
 
     def _touch_round_robin(self, pod: PodInstance, rid: int, nbytes: int) -> None:
         """First-touch the next ``nbytes`` of region ``rid`` a chunk at a time from the nodes where the
-        pod's threads run, in turn (the threads of a copying collector, which run wherever the pod does)."""
+        pod's threads run, in turn (the threads of a copying collector, which run wherever the pod does).
+
+        The turn is the pod's, not the region's: successive chunks of all its threads' regions
+        cycle through all its threads, so a region of a few chunks does not always start at
+        the same threads."""
         nodes = [self._cpu_node[self.t_cpu[t]] for t in pod.tids if self.t_cpu[t] >= 0]
         reg = self.memory.regions[rid]
         end = min(reg.size, reg.touched + nbytes)
         while reg.touched < end:
-            k = reg.touched // CHUNK
-            piece = min(end, (k + 1) * CHUNK) - reg.touched
-            self.memory.allocate(rid, piece, nodes[k % len(nodes)], pod.mempolicy)
+            piece = min(end, (reg.touched // CHUNK + 1) * CHUNK) - reg.touched
+            turn = self._touch_turn.get(pod.index, 0)
+            self._touch_turn[pod.index] = turn + 1
+            self.memory.allocate(rid, piece, nodes[turn % len(nodes)], pod.mempolicy)
 
     def _finish_touch(self, tid: int) -> None:
         self.t_phase[tid] = WORK
