@@ -178,6 +178,35 @@ def test_two_hop_traffic_loads_both_links():
     assert {tuple(m.interconnect.ends[k]) for k in loaded} == {(2, 1), (1, 0)}
 
 
+# Two pairs of sockets (0-1, 2-3) joined within the pair, each socket also joined to one of two
+# node controllers (routers 4 and 5) that are joined to each other: an 8-socket glue topology in small.
+GLUED = ([{"sockets": [0, 1], "gbps": 20.0}, {"sockets": [2, 3], "gbps": 20.0}]
+         + [{"sockets": [s, 4 + s // 2], "gbps": 10.0} for s in range(4)] + [{"sockets": [4, 5], "gbps": 15.0}])
+
+
+def test_traffic_between_pairs_crosses_the_node_controllers():
+    m = _machine(links=GLUED, routers=2, hop_latency_ns=50.0)
+    ic = m.interconnect
+    assert ic.path_len[0, 1] == 1 and ic.path_len[0, 2] == 3  # 2 -> r1 -> r0 -> 0
+    assert m.latency[0, 2] == 80.0 + 3 * 50.0
+    assert "socket r0 -> r1" in ic.names and "socket 2 -> r1" in ic.names
+
+
+def test_a_node_controller_link_is_a_bottleneck_shared_by_the_pairs_it_joins():
+    from numasim.sim.perf import RateInputs, solve_rates
+
+    m = _machine(links=GLUED, routers=2, hop_latency_ns=50.0)
+    # Threads on nodes 0 and 1 stream from nodes 2 and 3: all of it crosses the 15 GB/s router link.
+    acc = np.zeros((2, 4))
+    acc[0, 2] = acc[1, 3] = 1.0
+    inp = RateInputs(cpu_node=np.array([0, 1]), capacity=np.ones(2), compute_ns=np.ones(2), misses=np.ones(2),
+                     stall_scale=np.full(2, 1 / 64), access=acc, extra_node=np.zeros(4), extra_link=np.zeros((4, 4)))
+    sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve)
+    shared = m.interconnect.names.index("socket r1 -> r0")
+    assert sol.link_util[shared] == max(sol.link_util)  # the busiest link: both flows cross it
+    assert sol.link_load[0, 2] + sol.link_load[1, 3] <= 15.0 * 1.0001  # bytes/ns = GB/s, within its bandwidth
+
+
 @pytest.mark.parametrize("links, message", [
     ([{"sockets": [0, 1], "gbps": 10}], "unreachable"),
     ([{"sockets": [0, 7], "gbps": 10}], "sockets 0-3"),
@@ -186,6 +215,15 @@ def test_two_hop_traffic_loads_both_links():
 def test_bad_links_are_refused(links, message):
     with pytest.raises(ValueError, match=message):
         _machine(links=links, hop_latency_ns=50.0)
+
+
+def test_bad_routers_are_refused():
+    with pytest.raises(ValueError, match="router 2 unreachable"):
+        _machine(links=GLUED, routers=3, hop_latency_ns=50.0)  # router 2 joins nothing
+    with pytest.raises(ValueError, match="routers need links"):
+        _machine(routers=1, remote_latency_ns=130.0)
+    with pytest.raises(ValueError, match="routers 4-5"):
+        _machine(links=GLUED + [{"sockets": [0, 6], "gbps": 1.0}], routers=2, hop_latency_ns=50.0)
 
 
 def test_write_cost_from_the_mlc_mix():

@@ -21,32 +21,41 @@ if TYPE_CHECKING:
 __all__ = ["Interconnect", "build_interconnect", "socket_routes"]
 
 
-def socket_routes(sockets: int, links: list[LinkSpec] | None) -> tuple[dict[tuple[int, int], float], list[list[list[int]]]]:
-    """The socket graph's directed edges with their bandwidth, and the fewest-hop path between every pair.
+def socket_routes(sockets: int, links: list[LinkSpec] | None,
+                  routers: int = 0) -> tuple[dict[tuple[int, int], float], list[list[list[int]]]]:
+    """The link graph's directed edges with their bandwidth, and the fewest-hop path between every pair of sockets.
 
-    ``paths[a][b]`` lists the sockets from ``a`` to ``b`` (both included). Without
-    ``links`` every pair of sockets is joined directly (the v1 model). Among paths of
-    equal length the one through the lowest socket ids is taken, so routes are
-    deterministic. Raises ValueError on a socket id outside the machine, a link from a
-    socket to itself, or a graph that leaves a socket unreachable.
+    The graph's vertices are the sockets ``0 .. sockets - 1`` and, after them, ``routers``
+    vertices with neither CPUs nor memory (node controllers, switches), which traffic
+    crosses. ``paths[a][b]`` lists the vertices from socket ``a`` to socket ``b`` (both
+    included). Without ``links`` every pair of sockets is joined directly (the v1 model).
+    Among paths of equal length the one through the lowest vertex ids is taken, so routes
+    are deterministic. Raises ValueError on a vertex id outside the graph, a link from a
+    vertex to itself, or a graph that leaves a socket or a router unreachable.
     """
     edges: dict[tuple[int, int], float] = {}
     if links is None:
         return edges, [[[a] if a == b else [a, b] for b in range(sockets)] for a in range(sockets)]
+    n = sockets + routers
+
+    def name(v: int) -> str:
+        return f"socket {v}" if v < sockets else f"router {v - sockets}"
+
     for k, link in enumerate(links):
         a, b = link.sockets
-        if a >= sockets or b >= sockets:
-            raise ValueError(f"links[{k}] joins socket {max(a, b)}, but the machine has sockets 0-{sockets - 1}")
+        if a >= n or b >= n:
+            raise ValueError(f"links[{k}] joins vertex {max(a, b)}, but the machine has sockets 0-{sockets - 1}"
+                             + (f" and routers {sockets}-{n - 1}" if routers else " (and no routers)"))
         if a == b:
-            raise ValueError(f"links[{k}] joins socket {a} to itself")
+            raise ValueError(f"links[{k}] joins {name(a)} to itself")
         for e in ((a, b), (b, a)):
             edges[e] = edges.get(e, 0.0) + link.gbps
-    nbrs = [sorted(b for (a, b) in edges if a == s) for s in range(sockets)]
+    nbrs = [sorted(b for (a, b) in edges if a == s) for s in range(n)]
     paths: list[list[list[int]]] = []
     for src in range(sockets):
         prev = {src: src}
         frontier = [src]
-        while frontier:  # breadth first: the first path found to a socket has the fewest hops
+        while frontier:  # breadth first: the first path found to a vertex has the fewest hops
             nxt = []
             for u in frontier:
                 for v in nbrs[u]:
@@ -54,9 +63,9 @@ def socket_routes(sockets: int, links: list[LinkSpec] | None) -> tuple[dict[tupl
                         prev[v] = u
                         nxt.append(v)
             frontier = nxt
-        if len(prev) < sockets:
-            missing = min(set(range(sockets)) - set(prev))
-            raise ValueError(f"links leave socket {missing} unreachable from socket {src}")
+        if len(prev) < n:
+            missing = min(set(range(n)) - set(prev))
+            raise ValueError(f"links leave {name(missing)} unreachable from socket {src}")
         row = []
         for dst in range(sockets):
             path = [dst]
@@ -84,12 +93,17 @@ class Interconnect:
     path_len: NDArray[np.int64]  # (nodes, nodes)
     socket_hops: NDArray[np.int64]  # (nodes, nodes): socket links crossed
     kinds: tuple[str, ...] = ()  # per link: "socket" (between sockets) or "node" (within a socket)
+    n_sockets: int = 0  # the graph's vertices from this id on are routers (node controllers): "r0", "r1", ...
 
     @property
     def names(self) -> list[str]:
-        """A name per link and direction, for tables and reports: ``socket 0 -> 1``."""
+        """A name per link and direction, for tables and reports: ``socket 0 -> 1``, ``socket 0 -> r1`` (a router)."""
         kinds = self.kinds or ("node",) * len(self.ends)
-        return [f"{k} {a} -> {b}" for k, (a, b) in zip(kinds, self.ends.tolist())]
+
+        def label(kind: str, v: int) -> str:
+            return f"r{v - self.n_sockets}" if kind == "socket" and 0 < self.n_sockets <= v else str(v)
+
+        return [f"{k} {label(k, a)} -> {label(k, b)}" for k, (a, b) in zip(kinds, self.ends.tolist())]
 
     @functools.cached_property
     def one_hop(self) -> NDArray[np.int64] | None:
@@ -118,13 +132,14 @@ class Interconnect:
 
 
 def build_interconnect(sockets: int, links: "list[LinkSpec] | None", node_socket: NDArray[np.int64],
-                       socket_gbps: float, same_socket_gbps: float) -> Interconnect:
-    """The links and routes of a machine whose node ``k`` sits on socket ``node_socket[k]``: sockets joined
-    by ``links`` (all pairs directly at ``socket_gbps`` when None), nodes of one socket at ``same_socket_gbps``."""
+                       socket_gbps: float, same_socket_gbps: float, routers: int = 0) -> Interconnect:
+    """The links and routes of a machine whose node ``k`` sits on socket ``node_socket[k]``: sockets (and
+    ``routers``) joined by ``links`` (all pairs directly at ``socket_gbps`` when None), nodes of one socket
+    at ``same_socket_gbps``."""
     from scipy.sparse import csr_array
 
     n = len(node_socket)
-    edges, paths = socket_routes(sockets, links)
+    edges, paths = socket_routes(sockets, links, routers)
     same = same_socket_gbps
     ends: list[tuple[int, int]] = []
     bw: list[float] = []
@@ -165,4 +180,5 @@ def build_interconnect(sockets: int, links: "list[LinkSpec] | None", node_socket
         path_len=path_len,
         socket_hops=socket_hops,
         kinds=tuple(kinds),
+        n_sockets=sockets if routers else 0,
     )

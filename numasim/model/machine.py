@@ -99,7 +99,11 @@ class MachineSpec(Spec):
     same_socket_interconnect_gbps: Bandwidth | None = Field(default=None, description="bandwidth between nodes of one socket (default: memory_bandwidth_gbps)")
     links: list[LinkSpec] | None = Field(
         default=None, max_length=65_536,
-        description="the interconnect as a graph: one entry per link between two sockets; traffic takes the fewest hops (default: every pair of sockets linked directly at interconnect_gbps)")
+        description="the interconnect as a graph: one entry per link between two sockets (or a socket and a router); traffic takes the fewest hops (default: every pair of sockets linked directly at interconnect_gbps)")
+    routers: int = Field(
+        default=0, ge=0, le=1024,
+        description="vertices of the link graph with neither CPUs nor memory (node controllers, switches), numbered "
+                    "after the sockets in links: with 8 sockets, routers 8, 9, ...; traffic between sockets crosses them")
     memory_nodes: list[MemoryNodeSpec] = Field(
         default_factory=list, max_length=64,
         description="NUMA nodes with memory and no CPUs (CXL expanders, HBM), numbered after the CPU nodes")
@@ -145,8 +149,10 @@ class MachineSpec(Spec):
             if mn.socket >= self.sockets:
                 raise ValueError(f"memory_nodes[{k}] is attached to socket {mn.socket}, but the machine has "
                                  f"sockets 0-{self.sockets - 1}")
+        if self.routers and self.links is None:
+            raise ValueError("routers need links: the links say which sockets and routers each router joins")
         if self.links is not None:
-            socket_routes(self.sockets, self.links)  # raises on a bad socket id or a disconnected graph
+            socket_routes(self.sockets, self.links, self.routers)  # raises on a bad socket id or a disconnected graph
         if self.c2c_remote_reader_homed_ns is not None and self.c2c_remote_ns is None:
             raise ValueError("c2c_remote_reader_homed_ns needs c2c_remote_ns (the line homed in the writer's socket)")
         if self.bandwidth_1to1_gbps is not None and self.bandwidth_1to1_gbps >= 2 * self.loaded_latency_peak_gbps:
@@ -217,7 +223,7 @@ class LoadedLatencyCurve:
 
 def _interconnect_of(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interconnect:
     return build_interconnect(spec.sockets, spec.links, node_socket, spec.interconnect_gbps,
-                              spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps)
+                              spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps, spec.routers)
 
 
 def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray[np.int64]) -> NDArray[np.float64]:
