@@ -46,7 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="with an error raised inside a policy, print its traceback too")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run a scenario and print throughput and locality per policy")
+    r = sub.add_parser(
+        "run", help="run a scenario and print throughput and locality per policy",
+        description="Simulate every policy variant of a scenario (each over the scenario's seeds, in parallel) and "
+                    "print one row per variant: throughput, throughput relative to the baseline with its 95 %% "
+                    "interval, locality, migrations, CPU utilisation, rejected pods, and the p99 response time and "
+                    "SLA score for request-driven workloads; warning: lines say when a ranking is within the noise. "
+                    "Example: numasim run scenarios/pacific.yaml --policy numactl --replications 1 --no-sla "
+                    "--report pacific.html")
     r.add_argument("scenario", help="scenario YAML file")
     r.add_argument("--policy", action="append", metavar="NAME", help="run only this variant (label or policy name); repeatable; the baseline always runs")
     r.add_argument("--seed", type=int, help="random seed (default: the scenario's)")
@@ -77,9 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress display")
     r.add_argument("--no-sla", action="store_true", help="skip the scenario's SLA search over injection rates (faster)")
 
-    v = sub.add_parser("validate", help="check a scenario file and report every problem")
-    v.add_argument("scenario")
-    v.add_argument("--set", action="append", default=[], metavar="PATH=VALUE")
+    v = sub.add_parser(
+        "validate", help="check a scenario file and report every problem",
+        description="Read a scenario file without simulating it: report every problem at once, each with the "
+                    "file, the path of the field, what was wrong and what is allowed (exit status 2), or print the "
+                    "variants and the estimated CPU time and memory of running them. "
+                    "Example: numasim validate scenarios/pacific.yaml --set pods.0.replicas=12")
+    v.add_argument("scenario", help="scenario YAML file")
+    v.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a scenario field first, as run does, e.g. machine.smt=true")
 
     val = sub.add_parser(
         "validation", help="run the validation suite: published hardware results against numasim's predictions",
@@ -180,9 +193,19 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("a", metavar="A.json")
     cmp_.add_argument("b", metavar="B.json")
 
-    sub.add_parser("policies", help="list the available policies")
-    sub.add_parser("machines", help="list the machine presets")
-    sub.add_parser("workloads", help="list the workload presets")
+    sub.add_parser("policies", help="list the available policies",
+                   description="List the policies a scenario's variants can name: the built-in ones and those "
+                               "installed by packages (entry point group numasim.policies), with what each does. "
+                               "A policy class in a file needs no packaging: numasim run SCENARIO --policy-file "
+                               "mine.py:MyPolicy. Example: numasim policies")
+    sub.add_parser("machines", help="list the machine presets",
+                   description="List the machine presets (sockets, nodes, cores, SMT, frequency, memory, latencies "
+                               "and bandwidths); a scenario names one as machine: NAME or machine: {preset: NAME, "
+                               "...overrides}. Example: numasim machines")
+    sub.add_parser("workloads", help="list the workload presets",
+                   description="List the workload presets (cycles and DRAM misses per operation, memory-level "
+                               "parallelism, sharing, requests); a scenario's pod names one as profile: NAME, or "
+                               "a workload under workloads: starts from one with base: NAME. Example: numasim workloads")
     sch = sub.add_parser(
         "schema", help="write the scenario file's JSON schema, for editors that check and complete YAML",
         description="Write the JSON schema (draft 2020-12) of a scenario file: every field, its type, bounds, default "

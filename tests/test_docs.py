@@ -173,3 +173,29 @@ def test_docs_site_builds_strictly(tmp_path):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     assert "WARNING" not in output, output
+
+
+def _subcommands():
+    import argparse
+
+    from numasim.cli import _parser
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    nested = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+                    if nested:
+                        yield from walk(sub, prefix + [name])
+                    else:
+                        yield " ".join(prefix + [name]), sub
+
+    return list(walk(_parser(), []))
+
+
+@pytest.mark.parametrize("name, parser", _subcommands(), ids=[n for n, _ in _subcommands()])
+def test_every_subcommand_says_what_it_does_with_an_example(name, parser):
+    text = parser.format_help()
+    assert parser.description and len(parser.description) > 60, f"numasim {name} --help has no description"
+    flat = " ".join(text.split())
+    assert "Example: " in flat and f"numasim {name} " in flat.split("Example: ", 1)[1], f"numasim {name} --help has no example"
