@@ -164,8 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the scenario with candidate values of each --fit field (applied like --set) until the "
                     "--target figures match the measured values: Brent's method for one field and one target, "
                     "Powell's method within the bounds for several. Every run uses the same seeds. Prints the "
-                    "fitted values and the targets' predicted against measured; --out writes them as YAML with the "
-                    "--set overrides to use. A fitted value must not be judged on the targets it was fitted to. "
+                    "fitted values and the targets' predicted against measured; --json writes them as JSON with the "
+                    "--set overrides used. A fitted value must not be judged on the targets it was fitted to. "
                     "Example: numasim calibrate scenarios/pacific.yaml --fit "
                     "workloads.java-transactions.llc_misses_per_op=1000..8000 --target numactl:relative_throughput=1.17 "
                     "--set workloads.java-transactions.base=java-transactions")
