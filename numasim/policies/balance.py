@@ -99,9 +99,19 @@ class LoadBalancer:
         cpu_of = np.array(sim.thread_cpu)
         active = np.array(sim.thread_active)
         nr = np.bincount(cpu_of[active], minlength=self.machine.n_cpus)
+        # A newly idle CPU pulls only tasks that may run on it (can_migrate_task looks for no
+        # other CPU of its group for CPU_NEWLY_IDLE), from a runqueue with another task to
+        # run: when there is none anywhere, no level can pull anything.
+        waiting = np.flatnonzero(active & (nr[np.maximum(cpu_of, 0)] >= 2))
+        pullable = np.zeros(self.machine.n_cpus, dtype=bool)  # CPUs with a waiting task that may run here
+        for t in waiting.tolist():
+            if not pullable[cpu_of[t]] and sim.allowed(t, cpu):
+                pullable[cpu_of[t]] = True
         moves: dict[int, int] = {}
         for li, lvl in enumerate(self.levels):
             si = int(lvl.span_of[cpu])
+            if not pullable[lvl.spans[si]].any():
+                continue  # nothing in this domain may come here: sched_balance_rq would pull nothing
             gi = lvl.group_of[si][cpu]
             e = _Entity(li, si, gi, failed=self._entity[(li, si, gi)].failed)
             self._balance(e, cpu, False, nr, cpu_of, active, sim, moves, newidle=True)
@@ -365,7 +375,7 @@ class LoadBalancer:
         if imbalance <= 0:
             return False, 0, []
         moved, pinned = self._detach(e, dst, groups[e.group], groups[bi], kind, imbalance, nr, cpu_of, active, sim,
-                                     moves, masked)
+                                     moves, masked, newidle)
         if moved or newidle:
             return True, moved, pinned
         if kind == MIGRATE_TASK and e.failed + 1 > lvl.nice_tries + 2:
@@ -426,8 +436,13 @@ class LoadBalancer:
                 best = c
         return best
 
-    def _detach(self, e, dst, local_g, busiest_g, kind, imbalance, nr, cpu_of, active, sim, moves, masked) -> tuple[int, list[int]]:
-        """Pull tasks from the busiest group's busiest CPUs; returns (moved, CPUs whose tasks were all pinned)."""
+    def _detach(self, e, dst, local_g, busiest_g, kind, imbalance, nr, cpu_of, active, sim, moves, masked,
+                newidle: bool = False) -> tuple[int, list[int]]:
+        """Pull tasks from the busiest group's busiest CPUs; returns (moved, CPUs whose tasks were all pinned).
+
+        A task that may not run on ``dst`` goes to another CPU of the local group it may run
+        on (``LBF_DST_PINNED``, ``new_dst_cpu``), except when ``dst`` is newly idle: then it
+        counts as pinned, as ``can_migrate_task`` has it."""
         excluded: set[int] = set(np.flatnonzero(masked).tolist())
         pinned_cpus: list[int] = []
         while True:
@@ -447,6 +462,8 @@ class LoadBalancer:
                     break
                 target = dst
                 if not sim.allowed(t, dst):
+                    if newidle:
+                        continue
                     alt = [int(c) for c in local_g if sim.allowed(t, int(c))]
                     if not alt:
                         continue
