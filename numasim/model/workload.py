@@ -144,12 +144,23 @@ class PodSpec(Spec):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="pod name; replicas are NAME-0, NAME-1, ...")
     replicas: int = Field(default=1, ge=1, le=10_000, description="identical pods")
     threads: int = Field(ge=1, le=4096, description="busy threads (JVM workers, vCPUs in use)")
+    processes: int = Field(
+        default=1, ge=1, le=4096,
+        description="processes (containers) the pod's threads are split into, as evenly as they go: each has its "
+                    "own address space, with its share of the memory, and its own NUMA-balancing group; they share "
+                    "the pod's CPU limit, placement and memory policy")
     cpu_limit: Cpu | None = Field(default=None, ge=0.001, le=65_536, description="CPUs (2, 0.5 or '500m'); defaults to threads")
     memory: Size = Field(gt=0, le=2**50, description="memory the pod touches, e.g. '42GB'")
     profile: str = Field(min_length=1, description="a workload preset name or a key of the scenario's workloads")
     start: Duration = Field(default=0, ge=0, description="arrival time of the first replica")
     stagger: Duration = Field(default=0, ge=0, description="delay between successive replicas' arrivals")
     requests: Resources | None = Field(default=None, description="Kubernetes requests; default: equal to limits")
+
+    @model_validator(mode="after")
+    def _check_processes(self) -> "PodSpec":
+        if self.processes > self.threads:
+            raise ValueError(f"processes ({self.processes}) must not exceed threads ({self.threads}): each process runs at least one")
+        return self
 
     @property
     def cpus(self) -> float:

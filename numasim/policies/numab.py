@@ -3,15 +3,15 @@
 Follows kernel/sched/fair.c (v6.x) and mm/memory.c; docs/model.md lists what is
 kept and simplified. In short:
 
-* **Scanning.** Each process (pod) has a scan gate ``numa_next_scan``; a task
-  whose CPU time has advanced by its scan period since its last turn, finding
-  the gate open, marks the next ``scan_size`` bytes of the pod's present memory
-  (in address order: the shared heap, then each thread's private memory) and
-  moves the gate by its scan period. A full pass over the memory increments the
-  pod's scan sequence.
+* **Scanning.** Each process (a pod has one or more) has a scan gate
+  ``numa_next_scan``; a task whose CPU time has advanced by its scan period since
+  its last turn, finding the gate open, marks the next ``scan_size`` bytes of its
+  process's present memory (in address order: the shared heap, then each thread's
+  private memory) and moves the gate by its scan period. A full pass over the
+  memory increments the process's scan sequence.
 * **Hinting faults.** Every marked chunk (2 MiB, a transparent huge page) is
   faulted by the next thread that touches it: its owner for private memory, else a
-  thread of the pod chosen in proportion to its DRAM miss rate. A fault costs the
+  thread of the process chosen in proportion to its DRAM miss rate. A fault costs the
   faulting thread ``fault_us`` of CPU time.
 * **Migration filter** (``should_numa_migrate_memory``): a remote chunk moves to
   the faulting CPU's node when, early on, it is a first or private fault; otherwise
@@ -63,7 +63,7 @@ MS = 1_000_000
 class _Task:
     period_ms: float
     node_stamp: float = 0.0  # CPU time (ns) at which the task may next trigger a scan
-    seq: int = 0  # the pod's scan sequence at this task's last placement
+    seq: int = 0  # its process's scan sequence at this task's last placement
     mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by memory node, [shared, private]
     cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by CPU node
     membuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
@@ -103,7 +103,7 @@ class _MoveContext:
 class _Mm:
     next_scan: int
     seq: int = 0
-    pos: int = 0  # chunk offset of the scan in the pod's address space
+    pos: int = 0  # chunk offset of the scan in the process's address space
 
 
 class NumaBalancing:
@@ -117,7 +117,7 @@ class NumaBalancing:
         self.pct = 100 + (numa_pct - 100) // 2  # task_numa_migrate's imbalance_pct (108)
         self.n = machine.n_nodes
         self.tasks: dict[int, _Task] = {}
-        self.groups: dict[int, _Group] = {}  # by pod index: threads of one process join one group
+        self.groups: dict[int, _Group] = {}  # by process: threads of one process join one group
         self.group_of: dict[int, int] = {}
         self.mms: dict[int, _Mm] = {}
         self.last: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # region -> (last tid, last nid) per chunk
@@ -187,32 +187,34 @@ class NumaBalancing:
         cpu_time = sim.thread_cpu_time()
         alive = sim.thread_alive
         miss = sim.thread_miss_rate
-        for pod in sim.pods:
+        pods = sim.pods
+        for proc, (pod_index, members) in enumerate(sim.processes):
+            pod = pods[pod_index]
             if pod.status != "running":
                 continue
-            mm = self.mms.get(pod.index)
+            mm = self.mms.get(proc)
             if mm is None:
-                mm = self.mms[pod.index] = _Mm(next_scan=now + int(self.o.scan_delay_ms * MS))
+                mm = self.mms[proc] = _Mm(next_scan=now + int(self.o.scan_delay_ms * MS))
             if now < mm.next_scan:
                 continue
             # task_tick_numa: a running task whose CPU time passed its stamp opens the gate.
-            runners = [t for t in pod.tids if sim.thread_active[t]]
+            runners = [t for t in members if sim.thread_active[t]]
             self.rng.shuffle(runners)
             for tid in runners:
                 task = self._task(tid)
                 if cpu_time[tid] > task.node_stamp + task.period_ms * MS:
                     if task.node_stamp == 0.0:
-                        task.period_ms = self._scan_start(int(sim.pod_memory()[pod.index].sum()), tid)
+                        task.period_ms = self._scan_start(sim.process_memory(proc), tid)
                     task.node_stamp = cpu_time[tid]
                     mm.next_scan = now + int(task.period_ms * MS)
-                    out += self._scan(pod, mm, sim, miss, alive)
+                    out += self._scan(proc, pod, members, mm, sim, miss, alive)
                     break
         out += self._migrate_tasks(sim)
         return out
 
     # --------------------------------------------------------------- scan
-    def _scan(self, pod, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
-        regions = sim.pod_regions(pod.index)
+    def _scan(self, proc: int, pod, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
+        regions = sim.process_regions(proc)
         for rid, _owner, nodes in regions:
             if rid not in self.last:
                 self.last[rid] = (np.full(len(nodes), -1, dtype=np.int64), np.full(len(nodes), -1, dtype=np.int64))
@@ -225,12 +227,12 @@ class NumaBalancing:
             return []
         if self.tier is not None:
             self.tier.begin_scan(sim)
-        tids = np.array(pod.tids)
+        tids = np.array(members)
         weights = miss[tids] * np.array([alive[t] for t in tids])
         out: list[Decision] = []
         moves: dict[tuple[int, int, int], list[int]] = {}
         faults: dict[int, int] = {}
-        # A shared chunk's fault comes from one of the pod's threads, in proportion to its misses.
+        # A shared chunk's fault comes from one of the process's threads, in proportion to its misses.
         n_shared = sum(1 for _rid, owner, _i, _n in marked if owner < 0)
         wsum = float(weights.sum())
         pickers = iter(self.rng.choice(len(tids), size=n_shared, p=weights / wsum).tolist()
@@ -248,10 +250,10 @@ class NumaBalancing:
             if self.tier is not None and mem_nid in self.slow:
                 # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
                 if self.o.numa_balancing:
-                    self._fault(tid, pod.index, rid, i, mem_nid, sim, decide=False)
+                    self._fault(tid, proc, rid, i, mem_nid, sim, decide=False)
                 dst = self.tier.promote(tid, pod.index, rid, i, mem_nid, sim, miss, out)
             else:
-                dst = self._fault(tid, pod.index, rid, i, mem_nid, sim)
+                dst = self._fault(tid, proc, rid, i, mem_nid, sim)
             if dst is not None:
                 moves.setdefault((rid, dst, tid), []).append(i)
         pages = 1 if self.o.thp else CHUNK // 4096
@@ -265,7 +267,7 @@ class NumaBalancing:
     def _next_chunks(mm: _Mm, regions, budget: int) -> list[tuple[int, int, int, int]]:
         """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work).
 
-        ``mm.pos`` counts touched chunks of the pod's regions laid end to end; reaching
+        ``mm.pos`` counts touched chunks of the process's regions laid end to end; reaching
         the end wraps to the start and begins a new scan sequence. Only the marked
         chunks are turned into tuples: building the whole list per scan was most of a
         NUMA-balancing run's time.
@@ -292,7 +294,7 @@ class NumaBalancing:
             mm.seq += 1
         return out
 
-    def _fault(self, tid: int, pod: int, rid: int, i: int, mem_nid: int, sim: "View", decide: bool = True) -> int | None:
+    def _fault(self, tid: int, proc: int, rid: int, i: int, mem_nid: int, sim: "View", decide: bool = True) -> int | None:
         """task_numa_fault + should_numa_migrate_memory for one chunk; returns the node to move it to
         (``decide=False``: the statistics only)."""
         task = self._task(tid)
@@ -302,7 +304,7 @@ class NumaBalancing:
         last_tid[i], last_nid[i] = tid, cpu_nid
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
         if not priv:
-            self._join(tid, pod, prev_tid)
+            self._join(tid, proc, prev_tid)
         self._placement(tid, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
         local = mem_nid == cpu_nid
         migrate = False
@@ -378,15 +380,15 @@ class NumaBalancing:
         self.rate_window[node] = (window, used + CHUNK)
         return True
 
-    def _join(self, tid: int, pod: int, other: int) -> None:
+    def _join(self, tid: int, proc: int, other: int) -> None:
         """task_numa_group: threads of one process that share pages join one group."""
-        g = self.groups.get(pod)
+        g = self.groups.get(proc)
         if g is None:
-            g = self.groups[pod] = _Group(np.zeros(self.n), np.zeros(self.n))
+            g = self.groups[proc] = _Group(np.zeros(self.n), np.zeros(self.n))
         for t in (tid, other):
             if t >= 0 and t not in g.tasks:
                 g.tasks.add(t)
-                self.group_of[t] = pod
+                self.group_of[t] = proc
                 task = self._task(t)
                 g.mem += task.mem.sum(axis=1)
                 g.cpu += task.cpu.sum(axis=1)
@@ -395,8 +397,7 @@ class NumaBalancing:
     # ---------------------------------------------------------- placement
     def _placement(self, tid: int, sim: "View") -> None:
         task = self.tasks[tid]
-        pod = int(sim.thread_pod[tid])
-        mm = self.mms.get(pod)
+        mm = self.mms.get(int(sim.thread_process[tid]))
         if mm is None or task.seq == mm.seq:
             return
         task.seq = mm.seq
@@ -432,7 +433,7 @@ class NumaBalancing:
 
     def _update_period(self, task: _Task, tid: int, sim: "View", shared: float, private: float) -> None:
         """update_task_scan_period: slow down when mostly local or private, speed up otherwise."""
-        rss = int(sim.pod_memory()[int(sim.thread_pod[tid])].sum())
+        rss = sim.process_memory(int(sim.thread_process[tid]))
         remote, local, failed = task.locality
         if local + shared == 0 or failed:
             task.period_ms = min(self._scan_max(rss, tid), task.period_ms * 2)

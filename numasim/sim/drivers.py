@@ -44,30 +44,38 @@ class Drivers:
         shared = int(round(pod.memory * prof.shared_fraction))
         private = (pod.memory - shared) // pod.threads
         hot = (prof.hot_fraction, prof.hot_access_share) if prof.hot_fraction is not None else None
-        pod.shared_rid = self.memory.add_region(pod.index, -1, shared, hot)
-        for k, tid in enumerate(pod.tids):
-            self.t_shared_rid[tid] = pod.shared_rid
-            self.t_private[tid] = self.memory.add_region(pod.index, tid, private, hot)
-            plan = [[self.t_private[tid], private]]
-            if prof.touch != "main":
-                part = shared // pod.threads + (1 if k < shared % pod.threads else 0)
-                plan.append([pod.shared_rid, part])
-            elif k == 0:
-                plan.append([pod.shared_rid, shared])
-            self.t_touch_plan[tid] = [p for p in plan if p[1] > 0]
-            if adm.affinity is not None:
-                aff = adm.affinity[k]
-                self._check_cpus(aff, adm)
-                self.t_affinity[tid] = aff
-                self.affinity_log.append((self.now, tid, aff))
-            self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
-            self.p_stall[tid] *= 1.0 + adm.overhead.memory
-        # With a single toucher, the other threads start once the memory is touched
+        index = {tid: k for k, tid in enumerate(pod.tids)}
+        given = 0
+        for j, members in enumerate(pod.procs):
+            # Each process's shared memory is its share of the pod's, by its threads.
+            mine = shared - given if j == len(pod.procs) - 1 else shared * len(members) // pod.threads
+            given += mine
+            proc = self.t_proc[members[0]]
+            rid = self.memory.add_region(pod.index, -1, mine, hot, proc)
+            for i, tid in enumerate(members):
+                self.t_shared_rid[tid] = rid
+                self.t_private[tid] = self.memory.add_region(pod.index, tid, private, hot, proc)
+                plan = [[self.t_private[tid], private]]
+                if prof.touch != "main":
+                    part = mine // len(members) + (1 if i < mine % len(members) else 0)
+                    plan.append([rid, part])
+                elif i == 0:
+                    plan.append([rid, mine])
+                self.t_touch_plan[tid] = [p for p in plan if p[1] > 0]
+                if adm.affinity is not None:
+                    aff = adm.affinity[index[tid]]
+                    self._check_cpus(aff, adm)
+                    self.t_affinity[tid] = aff
+                    self.affinity_log.append((self.now, tid, aff))
+                self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
+                self.p_stall[tid] *= 1.0 + adm.overhead.memory
+        # With a single toucher, a process's other threads start once its memory is touched
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
-        for tid in pod.tids if prof.touch != "main" else pod.tids[:1]:
+        for tid in pod.tids if prof.touch != "main" else [members[0] for members in pod.procs]:
             self._start_thread(tid)
         if prof.pause_interval_ms is not None:
-            self.env.process(self._pauses(pod))
+            for members in pod.procs:  # each process (JVM) collects on its own
+                self.env.process(self._pauses(pod, members))
 
         if adm.cpu_quota is not None:
             if adm.cpu_quota <= 0:
@@ -150,14 +158,14 @@ class Drivers:
             if idle:
                 self._wake(idle[int(self.rng.integers(len(idle)))])
 
-    def _pauses(self, pod: PodInstance):
-        """Stop-the-world pauses (a JVM's safepoints): every thread of the pod blocks at once."""
+    def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
+        """Stop-the-world pauses (a JVM's safepoints): every thread of one process blocks at once."""
         prof = pod.profile
         while pod.status == "running":
             yield self.env.timeout(max(int(self.rng.exponential(prof.pause_interval_ms * 1e6)), 1))
             if pod.status != "running":
                 return
-            held = [t for t in pod.tids if self.t_phase[t] == WORK]
+            held = [t for t in members if self.t_phase[t] == WORK]
             for tid in held:
                 self.t_paused[tid] = True
                 if self.t_active[tid]:

@@ -101,9 +101,25 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         nt = sum(p.spec.threads for p in pods)
         n = machine.n_nodes
         tids = 0
+        # Processes, numbered across pods: a pod's threads split as evenly as they go.
+        self.proc_pod: list[int] = []
+        self.proc_tids: list[tuple[int, ...]] = []
         for p in pods:
             p.tids = tuple(range(tids, tids + p.spec.threads))
             tids += p.spec.threads
+            k, extra = divmod(p.spec.threads, p.spec.processes)
+            procs, start = [], 0
+            for j in range(p.spec.processes):
+                n_j = k + (1 if j < extra else 0)
+                procs.append(p.tids[start:start + n_j])
+                start += n_j
+            p.procs = tuple(procs)
+            self.proc_pod += [p.index] * len(procs)
+            self.proc_tids += procs
+        self.t_proc = [0] * tids
+        for proc, members in enumerate(self.proc_tids):
+            for t in members:
+                self.t_proc[t] = proc
         # Per-thread state is kept in Python lists: the event path reads and writes one
         # value at a time, and a numpy scalar access costs 5-7x a list's
         # (docs/performance.md). Code that works on many threads at once converts with

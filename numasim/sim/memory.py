@@ -38,13 +38,14 @@ class Region:
     """A pod's shared memory or one thread's private memory, in chunks."""
 
     pod: int
-    owner: int  # thread id, or -1 for the pod's shared region
+    owner: int  # thread id, or -1 for a process's shared region
     size: int
     touched: int = 0  # bytes first-touched so far (chunks fill in order)
     node: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: untouched
     last_tid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: no fault yet
     last_nid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     weight: NDArray[np.float64] | None = None  # accesses per byte of each chunk, relative to the region's mean; None: 1
+    proc: int = -1  # the process whose address space it is in
 
     @property
     def n_chunks(self) -> int:
@@ -71,24 +72,26 @@ class Memory:
         self._placed = np.zeros((0, machine.n_nodes), dtype=np.int64)  # bytes, regions x nodes
         self._access = np.zeros((0, machine.n_nodes))  # bytes x access weight, regions x nodes
         self._region_pod = np.zeros(0, dtype=np.int64)
+        self._region_proc = np.zeros(0, dtype=np.int64)
         # Nodes in order of distance from each node (the kernel's zonelist order).
         self._by_distance = [
             [int(j) for j in np.lexsort((np.arange(machine.n_nodes), machine.distance[i]))]
             for i in range(machine.n_nodes)
         ]
 
-    def add_region(self, pod: int, owner: int, size: int, hot: tuple[float, float] | None = None) -> int:
-        """A region of ``size`` bytes; ``hot = (fraction, share)``: that fraction of its chunks, spread
-        evenly through it, gets that share of its accesses."""
+    def add_region(self, pod: int, owner: int, size: int, hot: tuple[float, float] | None = None, proc: int = -1) -> int:
+        """A region of ``size`` bytes of process ``proc`` of pod ``pod``; ``hot = (fraction, share)``: that
+        fraction of its chunks, spread evenly through it, gets that share of its accesses."""
         n = -(-int(size) // CHUNK)
         self.regions.append(Region(
             pod, owner, int(size), 0,
             np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
-            _weights(n, hot) if hot is not None and n > 1 else None,
+            _weights(n, hot) if hot is not None and n > 1 else None, proc,
         ))
         self._placed = np.vstack([self._placed, np.zeros((1, self.machine.n_nodes), dtype=np.int64)])
         self._access = np.vstack([self._access, np.zeros((1, self.machine.n_nodes))])
         self._region_pod = np.append(self._region_pod, pod)
+        self._region_proc = np.append(self._region_proc, proc)
         return len(self.regions) - 1
 
     def placed(self, rid: int) -> NDArray[np.int64]:
@@ -104,6 +107,10 @@ class Memory:
         if self.regions:
             np.add.at(out, self._region_pod, self._placed)
         return out
+
+    def process_bytes(self, proc: int) -> int:
+        """Bytes of process ``proc``'s regions placed so far."""
+        return int(self._placed[self._region_proc == proc].sum())
 
     def distributions(self, rids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Share of the accesses to regions ``rids`` that each node serves: of their placed bytes, each

@@ -51,25 +51,28 @@ class PageRuntime:
 
     def _touch_round_robin(self, pod: PodInstance, rid: int, nbytes: int) -> None:
         """First-touch the next ``nbytes`` of region ``rid`` a chunk at a time from the nodes where the
-        pod's threads run, in turn (the threads of a copying collector, which run wherever the pod does).
+        threads of its process run, in turn (the threads of a copying collector, which run wherever
+        the process does).
 
-        The turn is the pod's, not the region's: successive chunks of all its threads' regions
+        The turn is the process's, not the region's: successive chunks of all its threads' regions
         cycle through all its threads, so a region of a few chunks does not always start at
         the same threads."""
-        nodes = [self._cpu_node[self.t_cpu[t]] for t in pod.tids if self.t_cpu[t] >= 0]
         reg = self.memory.regions[rid]
+        proc = reg.proc
+        nodes = [self._cpu_node[self.t_cpu[t]] for t in self.proc_tids[proc] if self.t_cpu[t] >= 0]
         end = min(reg.size, reg.touched + nbytes)
         while reg.touched < end:
             piece = min(end, (reg.touched // CHUNK + 1) * CHUNK) - reg.touched
-            turn = self._touch_turn.get(pod.index, 0)
-            self._touch_turn[pod.index] = turn + 1
+            turn = self._touch_turn.get(proc, 0)
+            self._touch_turn[proc] = turn + 1
             self.memory.allocate(rid, piece, nodes[turn % len(nodes)], pod.mempolicy)
 
     def _finish_touch(self, tid: int) -> None:
         self.t_phase[tid] = WORK
         pod = self.pods[self.t_pod[tid]]
-        if pod.profile.touch == "main" and tid == pod.tids[0]:
-            for other in pod.tids[1:]:
+        members = self.proc_tids[self.t_proc[tid]]
+        if pod.profile.touch == "main" and tid == members[0]:
+            for other in members[1:]:
                 self._start_thread(other)
         self._set_tau(np.array([tid]))
         self._solve_soon()
@@ -165,7 +168,7 @@ class PageRuntime:
 
     def _copy_pages(self, pod_index: int, dst: int, budget: int) -> int:
         pod = self.pods[pod_index]
-        rids = [pod.shared_rid] + [self.t_private[t] for t in pod.tids]
+        rids = list(dict.fromkeys(self.t_shared_rid[t] for t in pod.tids)) + [self.t_private[t] for t in pod.tids]
         per = np.array([self.memory.placed(r) for r in rids])  # regions x nodes
         per[:, dst] = 0
         total = per.sum()

@@ -143,9 +143,9 @@ class Rates:
 
     def _coherence_ns(self, tids: NDArray[np.int64], cpus: NDArray[np.int64]) -> NDArray[np.float64]:
         """Cache-to-cache stall per operation of ``tids``: each coherence miss finds the line in
-        the cache of another working thread of its pod, on a node in proportion to where they run,
-        and costs the machine's HITM latency to that node, plus the directory's extra trip when
-        the line's home (where the pod's shared memory is) is not the writer's node."""
+        the cache of another working thread of its process, on a node in proportion to where they
+        run, and costs the machine's HITM latency to that node, plus the directory's extra trip when
+        the line's home (where the process's shared memory is) is not the writer's node."""
         out = np.zeros(tids.size)
         c2c, extra = self.machine.c2c, self.machine.c2c_not_writer_homed
         homes = self.memory.distributions(_gather(self.t_shared_rid, tids))
@@ -155,10 +155,10 @@ class Rates:
             h = self.p_coherence[tid]
             if h == 0.0 or cpu < 0:
                 continue
-            p = self.t_pod[tid]
+            p = self.t_proc[tid]
             if p not in counts:
                 cnt = np.zeros(self.machine.n_nodes)
-                for t in self.pods[p].tids:
+                for t in self.proc_tids[p]:
                     if t_cpu[t] >= 0 and phase[t] == WORK:
                         cnt[node_of[t_cpu[t]]] += 1.0
                 counts[p] = cnt

@@ -32,7 +32,7 @@ class PodInstance:
     status: str = "pending"  # pending | running | rejected | failed
     reason: str = ""
     admission: Admission | None = None
-    shared_rid: int = -1
+    procs: tuple[tuple[int, ...], ...] = ()  # the threads of each of its processes
     mempolicy: MemPolicy = field(default_factory=MemPolicy)
 
     @property

@@ -92,6 +92,24 @@ class SimView:
             rate = np.where(np.asarray(s.t_phase) == WORK, np.asarray(s.r_cap) / np.asarray(s.r_tau), 0.0)
         return np.nan_to_num(rate) * np.asarray(s.p_misses)
 
+    @cached_property
+    def thread_process(self) -> NDArray[np.int64]:
+        return _ro(np.array(self._sim.t_proc, dtype=np.int64))
+
+    @property
+    def processes(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """Every process: (its pod's index, its threads), numbered across pods."""
+        return tuple(zip(self._sim.proc_pod, self._sim.proc_tids))
+
+    def process_regions(self, proc: int) -> list[tuple[int, int, NDArray[np.int64]]]:
+        """A process's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
+        mem = self._sim.memory
+        return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.proc == proc]
+
+    def process_memory(self, proc: int) -> int:
+        """Bytes of a process's memory placed so far."""
+        return self._sim.memory.process_bytes(proc)
+
     def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
         """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
         mem = self._sim.memory
