@@ -85,8 +85,12 @@ def load_cases(only: list[str] | None = None) -> list[Case]:
         known = {c.id for c in cases}
         unknown = [i for i in only if i not in known]
         if unknown:
-            raise ScenarioError(Problem("--only", f"no validation case {', '.join(unknown)}; "
-                                                  f"the cases are: {', '.join(sorted(known))}"))
+            import difflib
+
+            near = difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.5)
+            hint = f"did you mean {', '.join(near)}? " if near else ""
+            raise ScenarioError(Problem("--only", f"no validation case {', '.join(unknown)}; {hint}"
+                                                  f"numasim validation --list names all {len(known)}"))
         cases = [c for c in cases if c.id in only]
     return cases
 
