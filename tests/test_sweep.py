@@ -57,11 +57,13 @@ def test_a_stopped_sweep_resumes_without_running_a_point_twice(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True, on_point=stop_after_one)
-    assert not out.exists() and len(list((tmp_path / "s.parquet.parts").glob("*.parquet"))) == 1
+    # The point the client saw has its part; so may a point the worker finished while the sweep stopped.
+    kept = {f.stem for f in (tmp_path / "s.parquet.parts").glob("*.parquet")}
+    assert not out.exists() and seen[0] in kept
     ran: list[str] = []
     frame = numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True,
                           on_point=lambda key, *_: ran.append(key))
-    assert len(ran) == 2 and seen[0] not in ran and frame["point"].nunique() == 3
+    assert len(ran) == 3 - len(kept) and not kept & set(ran) and frame["point"].nunique() == 3
     again: list[str] = []
     numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True, on_point=lambda key, *_: again.append(key))
     assert again == []  # everything is in the file already
@@ -101,3 +103,100 @@ def test_the_cli_and_bad_points(tmp_path, capsys):
     assert "pods.0.replicas=0" in err and "replicas" in err  # the bad point is named before anything runs
     assert main(["sweep", str(path), "--out", str(tmp_path / "u.parquet")]) == 2
     assert "no points" in capsys.readouterr().err
+
+
+def test_a_worker_writes_its_part_and_a_sweep_resumes_from_it(tmp_path):
+    from numasim.sweep import _key, _point_data, _run_point
+
+    out = tmp_path / "s.parquet"
+    parts = tmp_path / "s.parquet.parts"
+    parts.mkdir()
+    point = {"pods.0.replicas": 2}
+    data = _point_data(_scenario(), point, "a test")
+    key = _key(data, None, None)
+    rows = _run_point(data, "a test", point, key, None, None, str(parts))  # as a worker runs it
+    assert [f.name for f in parts.iterdir()] == [f"{key}.parquet"]  # the part, and no temporary file left
+    assert pd.read_parquet(parts / f"{key}.parquet").equals(pd.DataFrame(rows))
+    ran: list[str] = []
+    frame = numasim.sweep(_scenario(), grid={"pods.0.replicas": [1, 2, 3]}, out=out, workers=1, quiet=True,
+                          on_point=lambda k, *_: ran.append(k))
+    assert len(ran) == 2 and key not in ran and frame["point"].nunique() == 3 and not parts.exists()
+    assert frame[frame.point == key].reset_index(drop=True).equals(pd.DataFrame(rows))
+    # A worker that does not see the directory (another machine) writes nothing and still returns the rows.
+    assert _run_point(data, "a test", point, key, None, None, str(tmp_path / "elsewhere")) == rows
+
+
+def _threads_cluster():
+    """A cluster in this process: its workers run tasks in threads, so that a test can patch what they call."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+                        silence_logs=50)
+
+
+def test_the_client_writes_the_parts_when_the_workers_cannot(tmp_path, monkeypatch):
+    import importlib
+    import threading
+
+    sweep_module = importlib.import_module("numasim.sweep")  # the module: numasim.sweep is also the function
+
+    real = sweep_module._write_part
+    by_client: list[str] = []
+
+    def only_the_client(parts, key, rows):
+        if threading.current_thread() is not threading.main_thread():
+            raise OSError("read-only file system")  # a worker whose filesystem is not the client's
+        by_client.append(key)
+        real(parts, key, rows)
+
+    monkeypatch.setattr(sweep_module, "_write_part", only_the_client)
+    out = tmp_path / "s.parquet"
+    seen: list[tuple[str, bool]] = []
+    with _threads_cluster() as cluster:
+        frame = numasim.sweep(_scenario(), grid={"pods.0.replicas": [1, 2, 3]}, out=out,
+                              scheduler=cluster.scheduler_address, quiet=True,
+                              on_point=lambda k, *_: seen.append((k, (tmp_path / "s.parquet.parts" / f"{k}.parquet")
+                                                                 .exists())))
+    assert sorted(by_client) == sorted(k for k, _ in seen) and all(there for _, there in seen)
+    assert frame["point"].nunique() == 3 and pd.read_parquet(out).equals(frame)
+
+
+def test_a_point_that_fails_is_reported_and_the_others_are_kept(tmp_path, monkeypatch):
+    import numasim.runner
+
+    real = numasim.runner.run
+
+    def fails_at_three(scenario, **kw):
+        if scenario.spec.pods[0].replicas == 3:
+            raise RuntimeError("a broken point")
+        return real(scenario, **kw)
+
+    out = tmp_path / "s.parquet"
+    grid = {"pods.0.replicas": [1, 2, 3, 4]}
+    monkeypatch.setattr(numasim.runner, "run", fails_at_three)
+    progress: list[tuple[int, int]] = []
+    with _threads_cluster() as cluster, pytest.raises(numasim.NumasimError, match="1 of 4 sweep points failed"):
+        numasim.sweep(_scenario(), grid=grid, out=out, scheduler=cluster.scheduler_address, quiet=True,
+                      on_point=lambda k, done, failed, total: progress.append((done, failed)))
+    assert progress[-1] == (3, 1) and len(progress) == 4  # progress for every point, the failed one too
+    assert set(pd.read_parquet(out)["pods.0.replicas"]) == {1, 2, 4}
+    monkeypatch.setattr(numasim.runner, "run", real)
+    ran: list[str] = []
+    frame = numasim.sweep(_scenario(), grid=grid, out=out, workers=1, quiet=True, on_point=lambda k, *_: ran.append(k))
+    assert len(ran) == 1 and frame["point"].nunique() == 4 and not (tmp_path / "s.parquet.parts").exists()
+
+
+def test_local_workers_are_forked_on_linux_and_the_config_is_restored():
+    import sys
+
+    import dask
+
+    from numasim.sweep import _local_workers
+
+    method = "distributed.worker.multiprocessing-method"
+    before = dask.config.get(method), dask.config.get("distributed.worker.profile.enabled")
+    with _local_workers():
+        assert dask.config.get(method) == ("fork" if sys.platform.startswith("linux") else before[0])
+        assert dask.config.get("distributed.worker.profile.enabled") is False
+    assert (dask.config.get(method), dask.config.get("distributed.worker.profile.enabled")) == before
+    assert "comm" in dask.config.get("distributed")  # distributed's own settings are still there
