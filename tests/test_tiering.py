@@ -96,3 +96,42 @@ def test_hot_weights_average_one_and_leave_uniform_memory_alone():
     assert mem.distributions(np.array([hot]))[0] == pytest.approx([0.5, 0.5])
     mem.move_chunk(hot, 4, 1)  # node 0's hot chunk moves: node 1 has both hot ones and 4 of the 8 cold
     assert mem.distributions(np.array([hot]))[0][1] == pytest.approx(0.9 + 0.1 * 4 / 8)
+
+
+def _tiering(**options):
+    from numasim.policies.cfs import CFSOptions
+    from numasim.policies.tiering import Tiering
+
+    m = machine_preset("cascadelake-8280")
+    return Tiering(m, CFSOptions(numa_balancing_tiering=True, **options), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("candidates_mb, expected_ms", [
+    (0.0, 1125.0),  # far fewer candidates than the limit lets through: the threshold rises by 2 x 1000 / 16
+    (100 * 60 * 1.0, 1000.0),  # within 90-110 % of the limit's worth: unchanged
+    (100 * 60 * 2.0, 875.0),  # twice the limit's worth: it drops by one step
+])
+def test_hot_threshold_follows_the_candidates_of_each_period(candidates_mb, expected_ms):
+    t = _tiering(promote_rate_limit_mbps=100.0)
+    assert t._threshold(0, 0) == 1000.0  # the period starts
+    t.candidates[0] = candidates_mb * 2**20
+    assert t._threshold(0, 59_000 * MS_) == 1000.0  # not yet a whole scan_period_max (60 s)
+    assert t._threshold(0, 61_000 * MS_) == pytest.approx(expected_ms)
+
+
+def test_hot_threshold_stays_within_an_eighth_and_twice_the_default():
+    t = _tiering(promote_rate_limit_mbps=1.0)
+    now = 0
+    for _ in range(40):  # every period floods the limit: down to 1000 / 8 and no lower
+        t.candidates[0] = t.candidates.get(0, 0.0) + 10 * 60 * 2**20
+        now += 61_000 * MS_
+        th = t._threshold(0, now)
+    assert th == pytest.approx(125.0)
+    quiet = _tiering()
+    for k in range(1, 40):  # no candidates: up to 2000 and no higher
+        th = quiet._threshold(0, k * 61_000 * MS_)
+    assert th == pytest.approx(2000.0)
+    assert _tiering(hot_threshold_adjust=False)._threshold(0, 10**15) == 1000.0
+
+
+MS_ = 1_000_000

@@ -74,6 +74,9 @@ class CFSOptions(PolicyOptions):
                     "CPU-less memory nodes to the faulting CPU's node; with numa_balancing also on, mode 3")
     hot_threshold_ms: float = Field(default=_D["hot_threshold_ms"], gt=0, le=1e6,
                                     description="tiering: a slow-tier page touched within this time of its scan is hot")
+    hot_threshold_adjust: bool = Field(default=_D["hot_threshold_adjust"],
+                                       description="tiering: adjust the hot threshold every scan_period_max so that "
+                                                   "promotion candidates match the rate limit (v6.0+)")
     promote_rate_limit_mbps: float = Field(default=_D["promote_rate_limit_mbps"], gt=0, le=1e9,
                                            description="tiering: MB of promotion candidates per second per node")
     demotion_enabled: bool = Field(default=_D["demotion_enabled"],

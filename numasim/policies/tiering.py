@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["Tiering"]
 
 MS = 1_000_000
+ADJUST_STEPS = 16  # NUMA_MIGRATION_ADJUST_STEPS: the threshold moves by 2 x default / 16
 
 
 class Tiering:
@@ -35,6 +36,11 @@ class Tiering:
         self.demote_to = {n: [int(j) for j in np.argsort(machine.distance[n], kind="stable") if int(j) in self.slow]
                           for n in machine.cpu_nodes}
         self.promo_window: dict[int, tuple[int, float]] = {}  # node -> (1 s window, candidate bytes in it)
+        # numa_promotion_adjust_threshold, per promotion target node: the candidates so far, and
+        # the start, candidate count and hot threshold (ms) of the current adjustment period.
+        self.candidates: dict[int, float] = {}
+        self.th_period: dict[int, tuple[int, float]] = {}
+        self.threshold: dict[int, float] = {}
         self.free = np.zeros(machine.n_nodes, dtype=np.int64)
         self.demoted: set[tuple[int, int]] = set()
 
@@ -50,13 +56,15 @@ class Tiering:
         if ``demotion_enabled`` (should_numa_migrate_memory, numa_promotion_rate_limit,
         migrate_balanced_pgdat)."""
         dst = int(self.m.cpu_node[sim.thread_cpu[tid]])
+        threshold = self._threshold(dst, sim.now)
         # The fault's latency since the scan is exponential with the chunk's access rate.
         pod_bytes = float(sim.pod_memory()[pod].sum())
         rate = float(sum(miss[t] for t in sim.pods[pod].tids))  # the pod's DRAM misses per ns
         weights = sim.region_weights(rid)
         share = CHUNK * (1.0 if weights is None else float(weights[i])) / pod_bytes if pod_bytes > 0 else 0.0
-        if self.rng.random() >= -math.expm1(-rate * share * self.o.hot_threshold_ms * MS):
+        if self.rng.random() >= -math.expm1(-rate * share * threshold * MS):
             return None
+        self.candidates[dst] = self.candidates.get(dst, 0.0) + CHUNK  # PGPROMOTE_CANDIDATE
         window = sim.now // (1000 * MS)
         start, used = self.promo_window.get(dst, (window, 0.0))
         used = used if start == window else 0.0
@@ -74,6 +82,31 @@ class Tiering:
         free[dst] -= CHUNK
         free[src] += CHUNK
         return dst
+
+    def _threshold(self, node: int, now: int) -> float:
+        """The hot threshold (ms) of promotions into ``node`` (``numa_promotion_adjust_threshold``, v6.0+).
+
+        Once every ``scan_period_max_ms``, the candidates of the period past are compared
+        with what the rate limit lets through in that time: more than 110 % lowers the
+        threshold by an eighth of the default, fewer than 90 % raises it, between one
+        eighth and twice the default. Without ``hot_threshold_adjust``, the default."""
+        ref = self.o.hot_threshold_ms
+        if not self.o.hot_threshold_adjust:
+            return ref
+        period = self.o.scan_period_max_ms * MS
+        start, base = self.th_period.setdefault(node, (now, self.candidates.get(node, 0.0)))
+        if now - start > period:
+            ref_cand = self.o.promote_rate_limit_mbps * 2**20 * self.o.scan_period_max_ms / 1000
+            diff = self.candidates.get(node, 0.0) - base
+            unit = ref * 2 / ADJUST_STEPS
+            th = self.threshold.get(node, ref)
+            if diff > ref_cand * 11 / 10:
+                th = max(th - unit, unit)
+            elif diff < ref_cand * 9 / 10:
+                th = min(th + unit, ref * 2)
+            self.threshold[node] = th
+            self.th_period[node] = (now, self.candidates.get(node, 0.0))
+        return self.threshold.get(node, ref)
 
     def _reserve(self, node: int) -> int:
         """Free memory a node keeps: its high watermark, two watermark gaps of its memory (simplified)."""
