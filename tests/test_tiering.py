@@ -135,3 +135,34 @@ def test_hot_threshold_stays_within_an_eighth_and_twice_the_default():
 
 
 MS_ = 1_000_000
+
+
+def _sim_after(data: dict):
+    import numasim
+    from numasim.runner import build_pods
+    from numasim.sim.kernel import Simulation
+
+    sc = numasim.from_dict(data)
+    v = sc.variants[0]
+    m = sc.machine_of(v)
+    sim = Simulation(m, build_pods(sc, v), v.policy(v.options, m, np.random.default_rng(1)),
+                     sc.spec.duration, sc.spec.warmup, sc.spec.sample_interval, rng=np.random.default_rng(2))
+    sim.run()
+    return sim
+
+
+@pytest.mark.parametrize("threads, pays", [(4, False), (12, True)])
+def test_kswapd_takes_cpu_time_only_when_its_node_has_no_idle_cpu(threads, pays):
+    data = {**TIERED, "duration": "1s", "warmup": "500ms", "policies": [_variant("cfs")],
+            "pods": [{"name": "svc", "replicas": threads // 4, "threads": 4, "memory": "256MiB", "profile": "svc"}]}
+    sim = _sim_after(data)
+    before = list(sim.t_debt)
+    sim._kswapd(0, 1e6)  # 1 ms of copying by node 0's reclaim thread
+    added = np.array(sim.t_debt) - np.array(before)
+    if not pays:
+        assert not added.any()  # 4 threads on 8 CPUs: it runs on an idle one
+    else:
+        cpu = min(range(8), key=lambda c: sim.nr[c])
+        on = sim.rq[cpu]
+        assert added.sum() == pytest.approx(1e6)  # all of it, from one CPU's threads
+        assert set(np.flatnonzero(added)) == set(on) and np.allclose(added[on], 1e6 / len(on))

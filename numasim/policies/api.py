@@ -162,8 +162,9 @@ class MoveChunks:
 
     The copy is done by thread ``tid`` (as NUMA balancing migrates pages in the
     faulting task's context): it costs that thread ``bytes / copy_gbps`` ns of CPU
-    time; ``tid`` -1 is a kernel thread (reclaim demoting pages), which no pod pays
-    for. Chunks that do not fit on ``dst`` stay where they are.
+    time; ``tid`` -1 is the reclaim thread of the node the chunks leave (demotion), which
+    takes that time from the node's least loaded CPU when none of its CPUs is idle.
+    Chunks that do not fit on ``dst`` stay where they are.
     """
 
     region: int

@@ -127,11 +127,13 @@ class PageRuntime:
         reg = self.memory.regions[d.region]
         moved = 0
         slow = self.machine.n_nodes > len(self.machine.cpu_nodes)
+        left = -1  # the node the (first) moved chunk left
         for i in d.chunks:
             src = int(reg.node[int(i)])
             got = self.memory.move_chunk(d.region, int(i), d.dst)
             if got:
                 moved += got
+                left = src if left < 0 else left
                 if slow and (src in self._cpu_node_set) != (d.dst in self._cpu_node_set):
                     if d.dst in self._cpu_node_set:
                         self.c_promoted[reg.pod] += got
@@ -141,11 +143,28 @@ class PageRuntime:
             self.c_pages_moved[reg.pod] += moved
             self._dirty = True
             if d.tid < 0:
+                self._kswapd(left, moved / d.copy_gbps)
                 return
             self._integrate((d.tid,))
             cost = moved / d.copy_gbps
             self.t_debt[d.tid] += cost
             self.c_kernel_ns[d.tid] += cost
+
+    def _kswapd(self, node: int, cost_ns: float) -> None:
+        """A node's reclaim thread (kswapdN, bound to that node's CPUs) copies for ``cost_ns``: on an
+        idle CPU of the node it costs no pod anything; with every CPU busy it takes that time from
+        the least loaded one, whose threads each lose their share of it."""
+        cpus = [c for c in range(self.machine.n_cpus) if self._cpu_node[c] == node]
+        if not cpus:
+            return  # a CPU-less node: its kswapd runs on the nearest CPUs (not modelled)
+        cpu = min(cpus, key=lambda c: self.nr[c])
+        if self.nr[cpu] == 0:
+            return
+        here = list(self.rq[cpu])
+        self._integrate(here)
+        for t in here:
+            self.t_debt[t] += cost_ns / len(here)
+        self._update_cpus([cpu], integrated=True)
 
     def _start_flow(self, d: MigratePages) -> None:
         flow = {"d": d, "left": int(d.nbytes)}
