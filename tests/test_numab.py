@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from .conftest import run_small, small_scenario
 
@@ -127,3 +128,39 @@ def test_pseudo_interleaving_gathers_each_group_on_its_active_nodes():
     assert nb.locality > cfs.locality + 0.15
     assert nb.locality > 0.85 * bound.locality
     assert res.relative("numab") > 1.03
+
+
+_SPREAD = {"cycles_per_op": 2000, "llc_misses_per_op": 10, "mlp": 2.0, "shared_fraction": 0.0,
+           "private_touch": "pod", "touch_gbps": 8.0, "cache_footprint_mib": 0.1}
+
+
+def _bound(options: dict, threads: int = 8) -> dict:
+    return small_scenario(workloads={"w": _SPREAD},
+                          pods=[{"name": "p", "threads": threads, "memory": "256MiB", "profile": "w"}],
+                          policies=[{"label": "n", "policy": "numactl", "options": {"numa_balancing": True, **options}}],
+                          duration="6s", warmup="1s")
+
+
+def test_numa_balancing_leaves_an_explicit_memory_policy_alone():
+    # mpol_misplaced acts only with MPOL_F_MOF: pages of a policy set with set_mempolicy/mbind
+    # never move, though their hinting faults still count.
+    pref = run_small(_bound({"cpunodebind": [[0]], "preferred": [1]}, threads=4)).run("n")
+    assert pref.locality == 0.0 and pref.pages_migrated_bytes == 0 and pref.hinting_faults > 0
+    inter = run_small(_bound({"cpunodebind": [[0]], "interleave": [[0, 1]]}, threads=4)).run("n")
+    assert inter.locality == pytest.approx(0.5, abs=0.02) and inter.pages_migrated_bytes == 0
+
+
+def test_a_bind_policy_opts_in_with_numactl_balancing():
+    both = {"cpunodebind": [[0, 1]], "membind": [[0, 1]]}
+    plain = run_small(_bound(both)).run("n")
+    opted = run_small(_bound({**both, "balancing": True})).run("n")
+    # Each thread's data starts spread over both nodes (a collector's threads placed it).
+    assert plain.pages_migrated_bytes == 0 and plain.locality < 0.6
+    assert opted.pages_migrated_bytes > 0 and opted.locality > 0.9
+
+
+def test_numactl_balancing_needs_membind():
+    import numasim
+
+    with pytest.raises(numasim.ScenarioError, match="balancing needs membind"):
+        numasim.from_dict(_bound({"cpunodebind": [[0]], "preferred": [1], "balancing": True}))

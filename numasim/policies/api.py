@@ -76,11 +76,25 @@ class MemPolicy:
     ``interleave`` spreads pages round-robin over ``nodes``; with ``weights`` (one
     per node, as in /sys/kernel/mm/mempolicy/weighted_interleave/nodeN since Linux
     6.9) node ``nodes[k]`` takes ``weights[k]`` pages in each round.
+
+    ``numa_balancing``: whether NUMA balancing may move the memory toward the CPUs
+    that use it (``mpol_misplaced`` acts only with ``MPOL_F_MOF``/``MPOL_F_MORON``).
+    None, the kernel's rule: yes for the default local policy, no for a policy set
+    explicitly with set_mempolicy(2) or mbind(2) (numactl). True for ``bind`` is
+    ``MPOL_F_NUMA_BALANCING`` (numactl --balancing, Linux 5.12+), or a cgroup's
+    ``cpuset.mems`` under the default policy: pages then move only to a node of
+    ``nodes``.
     """
 
     kind: Literal["local", "preferred", "bind", "interleave"] = "local"
     nodes: tuple[int, ...] = ()
     weights: tuple[int, ...] = ()
+    numa_balancing: bool | None = None
+
+    @property
+    def migrates(self) -> bool:
+        """Whether NUMA balancing may migrate this memory at all."""
+        return self.kind == "local" if self.numa_balancing is None else self.numa_balancing
 
 
 @dataclass(frozen=True)

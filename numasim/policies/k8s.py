@@ -228,7 +228,8 @@ class K8s(CFS):
         mempolicy = MemPolicy()
         if need_mem is not None:
             nodes = hint_nodes or frozenset(info.get("nodes", range(self.machine.n_nodes)))
-            mempolicy = MemPolicy("bind", tuple(sorted(nodes)))
+            # cpuset.mems under the default policy: NUMA balancing still moves pages, within these nodes.
+            mempolicy = MemPolicy("bind", tuple(sorted(nodes)), numa_balancing=True)
             for nd in nodes:
                 self.mem_assigned[nd] += pod.memory // len(nodes)
             info["memory_nodes"] = sorted(nodes)

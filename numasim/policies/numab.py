@@ -251,7 +251,9 @@ class NumaBalancing:
                 # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
                 if self.o.numa_balancing:
                     self._fault(tid, proc, rid, i, mem_nid, sim, decide=False)
-                dst = self.tier.promote(tid, pod.index, rid, i, mem_nid, sim, miss, out)
+                cpu_nid = int(self.m.cpu_node[sim.thread_cpu[tid]])
+                dst = (self.tier.promote(tid, pod.index, rid, i, mem_nid, sim, miss, out)
+                       if self._may_move(tid, cpu_nid, sim) else None)  # mpol_misplaced comes first
             else:
                 dst = self._fault(tid, proc, rid, i, mem_nid, sim)
             if dst is not None:
@@ -308,7 +310,7 @@ class NumaBalancing:
         self._placement(tid, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
         local = mem_nid == cpu_nid
         migrate = False
-        if not local and decide:
+        if not local and decide and self._may_move(tid, cpu_nid, sim):
             g = self.groups.get(self.group_of.get(tid, -1))
             if (task.preferred < 0 or task.seq <= 4) and priv:
                 migrate = True
@@ -330,6 +332,16 @@ class NumaBalancing:
         task.cpubuf[cpu_nid, priv] += 1
         task.locality[1 if local else 0] += 1
         return dst
+
+    @staticmethod
+    def _may_move(tid: int, cpu_nid: int, sim: "View") -> bool:
+        """mpol_misplaced: only memory whose policy lets NUMA balancing act (the default policy, or a
+        bind with MPOL_F_NUMA_BALANCING / a cpuset) moves, and a bound page only to a node it is bound to.
+        The fault still counts in the task's statistics."""
+        mp = sim.pods[int(sim.thread_pod[tid])].mempolicy
+        if mp.kind == "local" and mp.numa_balancing is None:
+            return True
+        return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
     def _shared_migrate(self, g: _Group, dst: int, src: int) -> bool:
         """should_numa_migrate_memory for a shared page of a group that passed the two-stage filter."""

@@ -46,6 +46,12 @@ class NumactlOptions(CFSOptions):
         description="with interleave: --weighted-interleave, pages per round for each node "
                     "(/sys/kernel/mm/mempolicy/weighted_interleave/nodeN, Linux 6.9+; unlisted nodes 1)")
 
+    balancing: bool = Field(
+        default=False,
+        description="--balancing: with membind, NUMA balancing (numa_balancing: true) may move the memory within the "
+                    "bound nodes toward the CPUs that use it (MPOL_F_NUMA_BALANCING, Linux 5.12+); without it an "
+                    "explicit memory policy's pages never move")
+
     @model_validator(mode="before")
     @classmethod
     def _one_memory_policy(cls, data: Any) -> Any:
@@ -60,6 +66,8 @@ class NumactlOptions(CFSOptions):
         given = [k for k in ("membind", "preferred", "interleave") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of membind, preferred and interleave, got {', '.join(given)}")
+        if self.balancing and self.membind is None:
+            raise ValueError("balancing needs membind (numactl --balancing applies to --membind only)")
         for key in ("cpunodebind", "membind", "interleave"):
             val = getattr(self, key)
             if isinstance(val, list) and (not val or any(not nodes for nodes in val)):
@@ -157,7 +165,7 @@ class Numactl(CFS):
             cpus = self.machine.cpus_of_nodes(cpu_nodes)
             affinity = tuple(cpus for _ in pod.tids)
         if o.membind is not None:
-            mp = MemPolicy("bind", pick(o.membind))
+            mp = MemPolicy("bind", pick(o.membind), numa_balancing=o.balancing)
         elif o.preferred is not None:
             mp = MemPolicy("preferred", pick(o.preferred)[:1])
         elif o.interleave is not None:
