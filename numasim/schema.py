@@ -26,7 +26,7 @@ from .model.presets import preset_names
 from .model.scenario import ScenarioSpec
 from .model.workload import WorkloadProfile
 from .policies.registry import BUILTINS
-from .units import format_duration
+from .units import format_duration, format_exact_size
 
 __all__ = ["scenario_schema", "schema_json", "INT_KEY_PATTERN"]
 
@@ -58,7 +58,7 @@ class _Generator(GenerateJsonSchema):
         value = out.get("default")
         kind = next((b.get("format") for b in [out, *out.get("anyOf", ())] if "format" in b), None)
         if isinstance(value, int) and not isinstance(value, bool) and kind in ("size", "duration"):
-            out["default"] = format_duration(value) if kind == "duration" else _exact_size(value)
+            out["default"] = format_duration(value) if kind == "duration" else format_exact_size(value)
         return out
 
     def dict_schema(self, schema: Any) -> dict[str, Any]:
@@ -66,14 +66,6 @@ class _Generator(GenerateJsonSchema):
         if schema.get("keys_schema", {}).get("type") == "int":
             out["propertyNames"] = {"pattern": INT_KEY_PATTERN}
         return out
-
-
-def _exact_size(nbytes: int) -> str:
-    """Bytes as a scenario file writes them, in the largest binary unit that divides them."""
-    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes and nbytes % factor == 0:
-            return f"{nbytes // factor}{unit}"
-    return f"{nbytes}B"
 
 
 def _normalise(schema: Any) -> Any:

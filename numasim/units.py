@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_duration", "parse_size", "parse_cpu", "format_duration", "format_size", "NS_PER_S",
+__all__ = ["parse_duration", "parse_size", "parse_cpu", "format_duration", "format_size", "format_exact_size", "NS_PER_S",
            "DURATION_PATTERN", "SIZE_PATTERN", "CPU_PATTERN"]
 
 NS_PER_S = 1_000_000_000
@@ -135,6 +135,14 @@ def format_duration(ns: int) -> str:
     if ns >= 1_000:
         return f"{ns / 1e3:.12g}us"
     return f"{ns}ns"
+
+
+def format_exact_size(nbytes: int) -> str:
+    """Bytes exactly, as a file would write them: the largest binary unit that divides them ('8704MiB'), else bytes."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes and nbytes % factor == 0:
+            return f"{nbytes // factor}{unit}"
+    return f"{nbytes}B"
 
 
 def format_size(nbytes: int | float) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Problem, ScenarioError
-from ..units import parse_cpu
+from ..units import format_exact_size, parse_cpu
 
 __all__ = ["import_k8s", "MAX_PODS_BYTES"]
 
@@ -51,14 +51,6 @@ def _cpu(q: Any, source: str, path: str) -> float:
         return float(parse_cpu(q))
     except (ValueError, TypeError):
         raise _error(source, path, f"not a Kubernetes CPU quantity: {str(q)[:40]!r}") from None
-
-
-def _size(n: int) -> str:
-    """Bytes as the largest binary unit that divides them ('8704MiB'), else bytes ('2000000000B')."""
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return f"{n}B"
 
 
 def _read_json(path: str) -> Any:
@@ -126,7 +118,7 @@ def _kubelet_options(path: str) -> tuple[dict[str, Any], list[str]]:
     if isinstance(rm, list) and rm:
         sizes = {_bytes(((e or {}).get("limits") or {}).get("memory", 0), path, f"reservedMemory[{k}].limits.memory")
                  for k, e in enumerate(rm)}
-        opts["reserved_memory"] = _size(max(sizes))
+        opts["reserved_memory"] = format_exact_size(max(sizes))
         if len(sizes) > 1:
             notes.append("reservedMemory differs between NUMA nodes; numasim reserves the largest on every node")
     if "cpuCFSQuota" in data:
@@ -187,12 +179,12 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
         cpus = res["limits_cpu"] or res["requests_cpu"]
         mem = res["limits_memory"] or res["requests_memory"]
         spec: dict[str, Any] = {"name": name, "replicas": g["replicas"], "threads": max(1, math.ceil(cpus or 1)),
-                                "memory": _size(mem) if mem else "1GiB", "profile": profile}
+                                "memory": format_exact_size(mem) if mem else "1GiB", "profile": profile}
         if res["limits_cpu"] is not None:
             spec["cpu_limit"] = res["limits_cpu"]
         req = {k: v for k, v in (("cpu", res["requests_cpu"]), ("memory", res["requests_memory"])) if v is not None}
         if req:
-            spec["requests"] = {"cpu": req["cpu"]} | ({"memory": _size(req["memory"])} if "memory" in req else {})
+            spec["requests"] = {"cpu": req["cpu"]} | ({"memory": format_exact_size(req["memory"])} if "memory" in req else {})
         if not mem:
             warnings.append(f"pod {name}: no memory request or limit; it touches 1 GiB (guessed)")
         out_pods.append(spec)
