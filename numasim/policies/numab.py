@@ -207,13 +207,13 @@ class NumaBalancing:
                         task.period_ms = self._scan_start(sim.process_memory(proc), tid)
                     task.node_stamp = cpu_time[tid]
                     mm.next_scan = now + int(task.period_ms * MS)
-                    out += self._scan(proc, pod, members, mm, sim, miss, alive)
+                    out += self._scan(proc, members, mm, sim, miss, alive)
                     break
         out += self._migrate_tasks(sim)
         return out
 
     # --------------------------------------------------------------- scan
-    def _scan(self, proc: int, pod, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
+    def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
         regions = sim.process_regions(proc)
         for rid, _owner, nodes in regions:
             if rid not in self.last:
@@ -252,7 +252,7 @@ class NumaBalancing:
                 if self.o.numa_balancing:
                     self._fault(tid, proc, rid, i, mem_nid, sim, decide=False)
                 cpu_nid = int(self.m.cpu_node[sim.thread_cpu[tid]])
-                dst = (self.tier.promote(tid, pod.index, rid, i, mem_nid, sim, miss, out)
+                dst = (self.tier.promote(tid, proc, rid, i, mem_nid, sim, miss, out)
                        if self._may_move(tid, cpu_nid, sim) else None)  # mpol_misplaced comes first
             else:
                 dst = self._fault(tid, proc, rid, i, mem_nid, sim)
@@ -339,8 +339,6 @@ class NumaBalancing:
         bind with MPOL_F_NUMA_BALANCING / a cpuset) moves, and a bound page only to a node it is bound to.
         The fault still counts in the task's statistics."""
         mp = sim.pods[int(sim.thread_pod[tid])].mempolicy
-        if mp.kind == "local" and mp.numa_balancing is None:
-            return True
         return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
     def _shared_migrate(self, g: _Group, dst: int, src: int) -> bool:

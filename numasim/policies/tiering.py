@@ -49,7 +49,7 @@ class Tiering:
         self.free = np.array(sim.node_free(), dtype=np.int64)
         self.demoted = set()
 
-    def promote(self, tid: int, pod: int, rid: int, i: int, src: int, sim: "View", miss, out: list) -> int | None:
+    def promote(self, tid: int, proc: int, rid: int, i: int, src: int, sim: "View", miss, out: list) -> int | None:
         """Memory tiering on a hinting fault of a slow-tier chunk: promote it to the faulting CPU's
         node if it is hot (touched within ``hot_threshold_ms`` of its scan), within the promotion
         rate limit, and the node has room above its watermark, after reclaim demoted cold chunks
@@ -58,10 +58,10 @@ class Tiering:
         dst = int(self.m.cpu_node[sim.thread_cpu[tid]])
         threshold = self._threshold(dst, sim.now)
         # The fault's latency since the scan is exponential with the chunk's access rate.
-        pod_bytes = float(sim.pod_memory()[pod].sum())
-        rate = float(sum(miss[t] for t in sim.pods[pod].tids))  # the pod's DRAM misses per ns
+        proc_bytes = float(sim.process_memory(proc))
+        rate = float(sum(miss[t] for t in sim.processes[proc][1]))  # its process's DRAM misses per ns
         weights = sim.region_weights(rid)
-        share = CHUNK * (1.0 if weights is None else float(weights[i])) / pod_bytes if pod_bytes > 0 else 0.0
+        share = CHUNK * (1.0 if weights is None else float(weights[i])) / proc_bytes if proc_bytes > 0 else 0.0
         if self.rng.random() >= -math.expm1(-rate * share * threshold * MS):
             return None
         self.candidates[dst] = self.candidates.get(dst, 0.0) + CHUNK  # PGPROMOTE_CANDIDATE

@@ -161,7 +161,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.p_transient = [pr.transient_fraction for pr in prof]
         self._has_transient = any(self.p_transient)
         self._growing: set[int] = set()  # threads whose memory still grows as they work
-        self._touch_turn: dict[int, int] = {}  # per pod: the next thread whose node takes a chunk (private_touch: pod)
+        self._touch_turn: dict[int, int] = {}  # per process: the next thread whose node takes a chunk (private_touch: pod)
         self.p_footprint = [float(pr.cache_footprint_mib * 2**20) for pr in prof]
         reqs = [pr.requests for pr in prof]
         self.p_req_mode = [0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs]
