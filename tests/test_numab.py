@@ -60,7 +60,8 @@ def test_the_old_kernels_migration_rate_limit_slows_page_migration():
 def test_swap_rules_by_kernel_version():
     from numasim.model.presets import machine_preset
     from numasim.policies.cfs import CFSOptions
-    from numasim.policies.numab import SMALLIMP, NumaBalancing
+    from numasim.policies.numab import NumaBalancing
+    from numasim.policies.numab_moves import SMALLIMP
 
     def rule(kernel: str) -> NumaBalancing:
         opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel)

@@ -1,0 +1,183 @@
+"""NUMA balancing's task moves: ``numa_migrate_preferred`` / ``task_numa_migrate`` and the load balancer's
+``migrate_degrades_locality`` (kernel/sched/fair.c).
+
+A part of :class:`numasim.policies.numab.NumaBalancing`, which holds the state these
+methods share: the machine (``m``), options (``o``), per-task statistics (``tasks``),
+numa groups (``groups``, ``group_of``), the NUMA imbalance allowance (``imb_numa_nr``,
+``pct``) and the weights (``_weight``). A task off its preferred node moves to an idle
+CPU there when the imbalance allows, or swaps with a task whose own placement improves,
+by the rules of the kernel era selected (docs/model.md, "Kernel eras").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .api import Decision, Move
+
+if TYPE_CHECKING:
+    from .api import View
+
+__all__ = ["TaskMoves", "SMALLIMP"]
+
+SMALLIMP = 30  # task_numa_compare: a swap must improve by this much (per mille), v4.19 on
+MS = 1_000_000
+
+
+@dataclass
+class _MoveContext:
+    """One pass of task moves: run counts and runqueues as the pass's moves change them."""
+
+    nr: np.ndarray
+    rq: dict[int, list[int]]
+    claimed: set[int]  # CPUs already used by a move in this pass (rq->numa_migrate_on)
+
+    def apply(self, tid: int, src: int, dst: int) -> None:
+        self.claimed.update({src, dst})
+        self.rq[src].remove(tid)
+        self.rq[dst].append(tid)
+        self.nr[src] -= 1
+        self.nr[dst] += 1
+
+
+class TaskMoves:
+    """Task placement by NUMA balancing (the mixin half of :class:`NumaBalancing`)."""
+
+    def _adjust(self, imb: int, dst_running: int) -> int:
+        if dst_running > self.imb_numa_nr:
+            return imb
+        return 0 if imb <= 2 else imb
+
+    def _migrate_tasks(self, sim: "View") -> list[Decision]:
+        """numa_migrate_preferred / task_numa_migrate for tasks off their preferred node."""
+        now = sim.now
+        m = self.m
+        era = self.o.numa_balancing_kernel
+        ctx = _MoveContext(np.array(sim.nr_running), {c: sim.runqueue(c) for c in range(m.n_cpus)}, set())
+        out: list[Decision] = []
+        for tid, task in self.tasks.items():
+            if task.preferred < 0 or not sim.thread_active[tid] or now < task.retry:
+                continue
+            task.retry = now + int(min(1000.0, task.period_ms / 16) * MS)
+            src_cpu = int(sim.thread_cpu[tid])
+            src, pref = int(m.cpu_node[src_cpu]), task.preferred
+            if src == pref or src_cpu in ctx.claimed:
+                continue
+            g = self.groups.get(self.group_of.get(tid, -1))
+            tw, gw = self._weight(tid, src, False), self._weight(tid, src, True)
+            best = self._find_cpu(tid, src_cpu, pref, self._weight(tid, pref, False) - tw,
+                                  self._weight(tid, pref, True) - gw, None, sim, ctx)
+            active = self._active_nodes(g) if g is not None and era != "3.13" else set()  # 3.13 had none
+            if best is None or len(active) > 1:
+                # "No space available on the preferred nid. Look elsewhere", and from v4.x also
+                # whenever the group spans several active nodes: nodes where the task or the
+                # group gains.
+                for nid in m.cpu_nodes:
+                    if nid in (src, pref):
+                        continue
+                    timp, gimp = self._weight(tid, nid, False) - tw, self._weight(tid, nid, True) - gw
+                    if timp < 0 and gimp < 0:
+                        continue
+                    best = self._find_cpu(tid, src_cpu, nid, timp, gimp, best, sim, ctx)
+            if g is not None and era != "3.13":
+                # A grouped task settles where it is, or where it went, if that node is active
+                # (v4.4 checks the mask; v6.1 always), so a spread group stops chasing one node.
+                nid = src if best is None else int(m.cpu_node[best[1]])
+                if era == "6.1" or nid in active:
+                    task.preferred = nid
+            if best is None:
+                continue
+            _, c, cur = best
+            out.append(Move(tid, c, numa=True))
+            ctx.apply(tid, src_cpu, c)
+            if cur is not None:
+                out.append(Move(cur, src_cpu, numa=True))
+                ctx.apply(cur, c, src_cpu)
+        return out
+
+    def _find_cpu(self, tid: int, src_cpu: int, dst: int, taskimp: float, groupimp: float,
+                  best: tuple[float, int, int | None] | None, sim: "View", ctx: "_MoveContext"):
+        """task_numa_find_cpu + task_numa_compare on node ``dst``: the best (improvement, CPU, task to swap) so far."""
+        m = self.m
+        src = int(m.cpu_node[src_cpu])
+        grouped = tid in self.group_of
+        imp = groupimp if grouped else taskimp
+        nr = ctx.nr
+        src_nr = int(nr[m.node_cpus[src]].sum())
+        dst_nr = int(nr[m.node_cpus[dst]].sum())
+        cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
+        dst_spare = dst_nr < cap_dst
+        if dst_spare:
+            maymove = self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1) == 0
+        else:
+            # load_too_imbalanced: the move must not make the node loads more unequal.
+            maymove = abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
+        for c in m.node_cpus[dst]:
+            c = int(c)
+            if c in ctx.claimed or not sim.allowed(tid, c):
+                continue
+            queue = ctx.rq[c]
+            if not queue:
+                if maymove and imp >= (best[0] if best else 0.0):
+                    best = (imp, c, None)
+                continue
+            cur = queue[0]
+            if not sim.allowed(cur, src_cpu):
+                continue
+            cur_grouped = cur in self.group_of
+            same = cur_grouped == grouped and (not grouped or self.group_of[cur] == self.group_of[tid])
+            if same:
+                if dst_spare:
+                    continue  # no swaps inside a group while the node has room
+                # The same group: the tasks' own faults decide.
+                cimp = taskimp + self._weight(cur, src, False) - self._weight(cur, dst, False)
+                if grouped:
+                    cimp -= cimp / 16
+            else:
+                cimp = imp + self._weight(cur, src, cur_grouped) - self._weight(cur, dst, cur_grouped)
+            if self.preferred(cur) == dst:
+                cimp -= cimp / 16
+            elif self.preferred(cur) == src:
+                cimp += cimp / 8
+            if maymove and imp > cimp and imp > (best[0] if best else 0.0):
+                best = (imp, c, None)
+                continue
+            if not self._swap_ok(cimp, best[0] if best is not None else None):
+                continue
+            best = (cimp, c, cur)
+        return best
+
+    def _swap_ok(self, imp: float, best: float | None) -> bool:
+        """task_numa_compare's swap test, by kernel: is a swap of improvement ``imp`` taken over ``best``?
+
+        With one task on each CPU (the only case this model swaps in), kernels before
+        4.19 skipped the load check ("balance doesn't matter much if we're running a
+        task per cpu") and took any improvement at least (3.13) or above (3.14-4.18) the
+        best so far, starting from 0; 4.19 on require ``SMALLIMP`` and beating the best
+        by half of it.
+        """
+        rule = self.o.numa_balancing_kernel
+        floor = 0.0 if best is None else best
+        if rule == "3.13":
+            return imp >= floor
+        if rule == "4.4":
+            return imp > floor
+        return imp >= SMALLIMP and (best is None or imp > best + SMALLIMP / 2)
+
+    def degrades_locality(self, tid: int, src_cpu: int, dst_cpu: int, idle: bool) -> bool:
+        """migrate_degrades_locality: would this load-balancer move hurt a placed task?"""
+        t = self.tasks.get(tid)
+        if t is None or t.preferred < 0:
+            return False
+        src, dst = int(self.m.cpu_node[src_cpu]), int(self.m.cpu_node[dst_cpu])
+        if src == dst or dst == t.preferred:
+            return False
+        if src == t.preferred:
+            return True
+        if idle:
+            return False
+        grouped = tid in self.group_of
+        return self._weight(tid, dst, grouped) < self._weight(tid, src, grouped)
