@@ -129,6 +129,23 @@ def test_smt_gains_more_for_threads_that_stall():
     assert chase > 0.9  # the pipeline is idle while a dependent miss is out: the sibling fills it
 
 
+@pytest.mark.parametrize("share, pair", [(None, 1.25), (0.8, 1.25), (1.0, 1.0), (0.5, 2.0), (0.625, 1.6)])
+def test_smt_pair_of_compute_bound_threads_shares_the_core_by_pipeline_share(share, pair):
+    # Two miss-free threads on one core's hyperthreads each get 1 / max(2u, 1) of a core: with
+    # the default u (1 / smt_yield) the pair gets smt_yield; threads that fill their core's
+    # busiest resource alone (1.0) gain nothing; two that use half of it both run at full speed.
+    profile = {**CHASE, "llc_misses_per_op": 0}
+    if share is not None:
+        profile["pipeline_share"] = share
+    assert _siblings(profile) == pytest.approx(min(pair, 2.0) / 2, rel=0.01)
+
+
+def test_pipeline_share_does_not_matter_to_a_thread_alone_on_its_core():
+    profile = {**CHASE, "llc_misses_per_op": 0}
+    full = _tput(_one_pod({**profile, "pipeline_share": 1.0}, smt=True, cpu_numbering="block"))
+    assert full == pytest.approx(_tput(_one_pod(profile, smt=True, cpu_numbering="block")), rel=1e-9)
+
+
 def test_smt_siblings_split_the_out_of_order_window():
     stream = {**STREAMY, "mlp": 16, "cycles_per_op": 1}
     assert _siblings(stream) == pytest.approx(0.5, abs=0.05)  # two streams through one core's window: no gain

@@ -63,6 +63,12 @@ class WorkloadProfile(Spec):
     dependent_fraction: float = Field(
         default=0.0, ge=0.0, le=1.0,
         description="share of the misses whose address depends on the previous miss (pointer chasing): they never overlap")
+    pipeline_share: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="share of its core's busiest execution resource (load ports, FMA units, decoders) one thread uses "
+                    "while it computes; SMT siblings whose shares add up to at most 1 both run at full speed, so a "
+                    "thread that fills its core's load ports alone (1.0) gains nothing from a sibling; none: 1 / the "
+                    "machine's smt_yield (two typical compute-bound threads share smt_yield)")
     write_fraction: float = Field(
         default=0.0, ge=0.0, le=4.0,
         description="dirty lines written back to memory per miss (STREAM copy 0.5, triad 0.33 with write-allocate); they load memory and links, not the core")

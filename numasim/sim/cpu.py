@@ -157,8 +157,11 @@ class CpuRuntime:
           each overlaps ``1/k`` of the independent misses it overlaps alone, never
           fewer than one: its overlapped-miss time grows by ``r = mlp / max(1, mlp / k)``;
         - its computing stretches by a factor ``s >= 1`` common to the core: the least
-          at which the siblings' demand for the pipeline, ``sum(a_j * f_j)``, fits
-          ``smt_yield`` (two compute-bound threads then share ``smt_yield``; a thread
+          at which the siblings' demand for the core's busiest execution resource,
+          ``sum(u_j * a_j * f_j)``, fits the core, where ``u_j`` is the share of it
+          thread ``j`` uses while it computes (``pipeline_share``; by default
+          ``1 / smt_yield``, so two compute-bound threads share ``smt_yield``; a thread
+          that fills the resource alone, ``u = 1``, gains nothing from a sibling; a thread
           stalled on a dependent miss leaves the pipeline to its sibling).
 
         A thread's speed is ``f = 1 / (a s + b r + 1 - a - b)``. Time-shared CPUs
@@ -166,7 +169,7 @@ class CpuRuntime:
         """
         m = self.machine
         nr, t_cpu, rq = self.nr, self.t_cpu, self.rq
-        cshare, ishare, mlp = self.r_cshare, self.r_ishare, self.p_mlp
+        cshare, ishare, mlp, pipe = self.r_cshare, self.r_ishare, self.p_mlp, self.p_pipe
         memo: dict[int, tuple[float, int]] = {}
         out = []
         for tid in tids:
@@ -186,8 +189,9 @@ class CpuRuntime:
                         a = sum(cshare[t] for t in q) / len(q)
                         b = sum(ishare[t] * mlp[t] / max(1.0, mlp[t] / k) for t in q) / len(q)
                         bb = sum(ishare[t] for t in q) / len(q)
-                        terms.append((a, b + 1.0 - a - bb))
-                memo[key] = (_stretch(terms, m.spec.smt_yield), k)
+                        u = sum(pipe[t] * cshare[t] for t in q) / len(q) / a if a > 0 else 0.0
+                        terms.append((a, b + 1.0 - a - bb, u))
+                memo[key] = (_stretch(terms), k)
             s = memo[key][0]
             a, b = cshare[tid], ishare[tid]
             out.append(1.0 / (a * s + b * r + 1.0 - a - b))
@@ -270,17 +274,17 @@ class CpuRuntime:
         self._update_cpus(cpus, integrated=True)
 
 
-def _stretch(terms: list[tuple[float, float]], capacity: float) -> float:
-    """The least ``s >= 1`` with ``sum(a / (a s + B)) <= capacity`` over ``terms`` of ``(a, B)``.
+def _stretch(terms: list[tuple[float, float, float]]) -> float:
+    """The least ``s >= 1`` with ``sum(u a / (a s + B)) <= 1`` over ``terms`` of ``(a, B, u)``.
 
     The sum falls as ``s`` grows and is convex, so Newton's method from ``s = 1``
     climbs to the root without overshooting it.
     """
     s = 1.0
     for _ in range(50):
-        h = sum(a / (a * s + b) for a, b in terms if a > 0) - capacity
+        h = sum(u * a / (a * s + b) for a, b, u in terms if a > 0) - 1.0
         if h <= 1e-12:
             return s
-        dh = -sum(a * a / (a * s + b) ** 2 for a, b in terms if a > 0)
+        dh = -sum(u * a * a / (a * s + b) ** 2 for a, b, u in terms if a > 0)
         s -= h / dh
     return s
