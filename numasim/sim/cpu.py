@@ -162,7 +162,9 @@ class CpuRuntime:
           thread ``j`` uses while it computes (``pipeline_share``; by default
           ``1 / smt_yield``, so two compute-bound threads share ``smt_yield``; a thread
           that fills the resource alone, ``u = 1``, gains nothing from a sibling; a thread
-          stalled on a dependent miss leaves the pipeline to its sibling).
+          stalled on a dependent miss leaves the pipeline to its sibling). Computed in
+          units of the default share (``p_pipe = u * smt_yield``, 1.0 by default) against
+          a capacity of ``smt_yield``.
 
         A thread's speed is ``f = 1 / (a s + b r + 1 - a - b)``. Time-shared CPUs
         count with the average shares of their runqueue.
@@ -191,7 +193,7 @@ class CpuRuntime:
                         bb = sum(ishare[t] for t in q) / len(q)
                         u = sum(pipe[t] * cshare[t] for t in q) / len(q) / a if a > 0 else 0.0
                         terms.append((a, b + 1.0 - a - bb, u))
-                memo[key] = (_stretch(terms), k)
+                memo[key] = (_stretch(terms, m.spec.smt_yield), k)
             s = memo[key][0]
             a, b = cshare[tid], ishare[tid]
             out.append(1.0 / (a * s + b * r + 1.0 - a - b))
@@ -274,17 +276,18 @@ class CpuRuntime:
         self._update_cpus(cpus, integrated=True)
 
 
-def _stretch(terms: list[tuple[float, float, float]]) -> float:
-    """The least ``s >= 1`` with ``sum(u a / (a s + B)) <= 1`` over ``terms`` of ``(a, B, u)``.
+def _stretch(terms: list[tuple[float, float, float]], capacity: float) -> float:
+    """The least ``s >= 1`` with ``sum(w a / (a s + B)) <= capacity`` over ``terms`` of ``(a, B, w)``.
 
+    ``w`` is a thread's pipeline share in units of a typical thread's (``1 / capacity``).
     The sum falls as ``s`` grows and is convex, so Newton's method from ``s = 1``
     climbs to the root without overshooting it.
     """
     s = 1.0
     for _ in range(50):
-        h = sum(u * a / (a * s + b) for a, b, u in terms if a > 0) - 1.0
+        h = sum(w * a / (a * s + b) for a, b, w in terms if a > 0) - capacity
         if h <= 1e-12:
             return s
-        dh = -sum(u * a * a / (a * s + b) ** 2 for a, b, u in terms if a > 0)
+        dh = -sum(w * a * a / (a * s + b) ** 2 for a, b, w in terms if a > 0)
         s -= h / dh
     return s

@@ -149,8 +149,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.p_mlp = [min(float(pr.mlp), machine.core_mlp) for pr in prof]
         self.p_stall = [pr.dependent_fraction + (1 - pr.dependent_fraction) / m for pr, m in zip(prof, self.p_mlp)]
         self.p_ind = [(1 - pr.dependent_fraction) / m / st for pr, m, st in zip(prof, self.p_mlp, self.p_stall)]
-        # SMT: the share of its core's busiest execution resource a thread uses while computing.
-        self.p_pipe = [1.0 / machine.spec.smt_yield if pr.pipeline_share is None else float(pr.pipeline_share)
+        # SMT: the share of its core's busiest execution resource a thread uses while computing,
+        # in units of a typical thread's (1 / smt_yield): exactly 1.0 unless the workload says.
+        self.p_pipe = [1.0 if pr.pipeline_share is None else float(pr.pipeline_share) * machine.spec.smt_yield
                        for pr in prof]
         self.p_writes = [float(pr.write_fraction) for pr in prof]
         self.p_coherence = [float(pr.coherence_misses_per_op) for pr in prof]
