@@ -224,6 +224,45 @@ def test_a_node_controller_link_is_a_bottleneck_shared_by_the_pairs_it_joins():
     assert sol.link_load[0, 2] + sol.link_load[1, 3] <= 15.0 * 1.0001  # bytes/ns = GB/s, within its bandwidth
 
 
+def _remote_streams(writes: float, budget: str):
+    """Threads on nodes 0 and 1 of a 2-socket machine, each streaming from the other node's memory."""
+    from numasim.sim.perf import RateInputs, solve_rates
+
+    m = _machine(sockets=2, socket_link_budget=budget, remote_latency_ns=130.0, memory_bandwidth_gbps=200.0,
+                 loaded_latency_peak_gbps=200.0, loaded_latency=[[1, 80], [100, 85], [150, 100], [190, 150]])
+    acc = np.array([[0.0, 1.0], [1.0, 0.0]])
+    inp = RateInputs(cpu_node=np.array([0, 1]), capacity=np.ones(2), compute_ns=np.ones(2), misses=np.ones(2),
+                     stall_scale=np.full(2, 1 / 64), access=acc, extra_node=np.zeros(2), extra_link=np.zeros((2, 2)),
+                     writes=np.full(2, writes))
+    return m, solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve)
+
+
+def test_a_shared_link_budget_changes_nothing_for_traffic_in_one_direction():
+    from numasim.sim.perf import RateInputs, solve_rates
+
+    runs = []
+    for budget in ("per_direction", "shared"):
+        m = _machine(sockets=2, socket_link_budget=budget, remote_latency_ns=130.0)
+        acc = np.array([[0.0, 1.0]])  # one thread on node 0 reads node 1: data flows 1 -> 0 only
+        inp = RateInputs(cpu_node=np.array([0]), capacity=np.ones(1), compute_ns=np.ones(1), misses=np.ones(1),
+                         stall_scale=np.full(1, 1 / 64), access=acc, extra_node=np.zeros(2), extra_link=np.zeros((2, 2)))
+        runs.append(solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve).rate[0])
+    assert runs[0] == runs[1]
+
+
+def test_a_shared_link_budget_carries_both_directions_within_one_bandwidth():
+    # Reads one way and write-backs the other: each direction has its own 20 GB/s, or both share 20.
+    _, free = _remote_streams(0.5, "per_direction")
+    m, shared = _remote_streams(0.5, "shared")
+    total = lambda sol: float(sol.link_traffic.sum())  # noqa: E731  both links, both directions, GB/s
+    assert total(free) > 20.0 * 1.5  # two directions of 20 GB/s each, well used
+    assert total(shared) <= 20.0 * 1.0001 * 1.02  # one budget (the curve lets it overshoot by a hair at most)
+    assert shared.rate.sum() < 0.6 * free.rate.sum()
+    # The per-link traffic reported is the link's own, in its direction (not the budget's).
+    assert np.allclose(shared.link_util * 20.0, m.interconnect.budget_load(shared.link_traffic))
+    assert np.allclose(m.interconnect.budget_load(shared.link_traffic), shared.link_traffic.sum())
+
+
 @pytest.mark.parametrize("links, message", [
     ([{"sockets": [0, 1], "gbps": 10}], "unreachable"),
     ([{"sockets": [0, 7], "gbps": 10}], "sockets 0-3"),

@@ -208,7 +208,6 @@ def summarize(trace: Trace, label: str) -> Metrics:
     # Time series over every sample interval (the whole run, warm-up included).
     dt = np.diff(t) / 1e9
     d_ops = np.diff(s["ops"], axis=0)
-    bw = np.asarray(trace.machine.interconnect.bandwidth, dtype=float)  # bytes/ns = GB/s
     pod_thr = np.zeros((len(dt), len(trace.pods)))
     for j, pod in enumerate(trace.pods):
         if pod.tids:
@@ -232,7 +231,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
         "node_gbps": [[round(float(x), 3) for x in row] for row in s["node_load"][1:]],
         "link_util_max": [float(row.max()) if row.size else 0.0 for row in s["link_util"][1:]],
         # Each interconnect link's traffic in its direction (GB/s), in the order of ``links``.
-        "link_gbps": [[round(float(x), 3) for x in row * bw] for row in s["link_util"][1:]],
+        "link_gbps": [[round(float(x), 3) for x in row] for row in s["link_traffic"][1:]],
         # Each pod's operations per second (the order of ``pods``).
         "pod_throughput": [[round(float(x), 3) for x in row] for row in pod_thr],
         "latency_local_ns": [float(x) for x in s["lat_local"][1:]],

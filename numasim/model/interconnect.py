@@ -94,6 +94,15 @@ class Interconnect:
     socket_hops: NDArray[np.int64]  # (nodes, nodes): socket links crossed
     kinds: tuple[str, ...] = ()  # per link: "socket" (between sockets) or "node" (within a socket)
     n_sockets: int = 0  # the graph's vertices from this id on are routers (node controllers): "r0", "r1", ...
+    # Per link, the link of the other direction whose traffic shares its bandwidth (a socket link
+    # with one budget for both directions), or -1; None when every direction has its own.
+    partner: NDArray[np.int64] | None = None
+
+    def budget_load(self, load: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The traffic each link's bandwidth must carry: its own, plus its partner's when they share a budget."""
+        if self.partner is None:
+            return load
+        return load + np.where(self.partner >= 0, load[np.maximum(self.partner, 0)], 0.0)
 
     @property
     def names(self) -> list[str]:
@@ -132,10 +141,11 @@ class Interconnect:
 
 
 def build_interconnect(sockets: int, links: "list[LinkSpec] | None", node_socket: NDArray[np.int64],
-                       socket_gbps: float, same_socket_gbps: float, routers: int = 0) -> Interconnect:
+                       socket_gbps: float, same_socket_gbps: float, routers: int = 0,
+                       shared_budget: bool = False) -> Interconnect:
     """The links and routes of a machine whose node ``k`` sits on socket ``node_socket[k]``: sockets (and
     ``routers``) joined by ``links`` (all pairs directly at ``socket_gbps`` when None), nodes of one socket
-    at ``same_socket_gbps``."""
+    at ``same_socket_gbps``. With ``shared_budget`` the two directions of a socket link share its bandwidth."""
     from scipy.sparse import csr_array
 
     n = len(node_socket)
@@ -173,6 +183,10 @@ def build_interconnect(sockets: int, links: "list[LinkSpec] | None", node_socket
             cols += [i * n + j] * len(crossed)
             path_len[i, j] = len(crossed)
     route = csr_array((np.ones(len(rows)), (rows, cols)), shape=(len(ends), n * n))
+    partner = None
+    if shared_budget:
+        partner = np.asarray([ids.get(("socket", b, a), -1) if k == "socket" else -1
+                              for k, (a, b) in zip(kinds, ends)], dtype=np.int64)
     return Interconnect(
         ends=np.asarray(ends, dtype=np.int64).reshape(-1, 2),
         bandwidth=np.asarray(bw, dtype=float),
@@ -181,4 +195,5 @@ def build_interconnect(sockets: int, links: "list[LinkSpec] | None", node_socket
         socket_hops=socket_hops,
         kinds=tuple(kinds),
         n_sockets=sockets if routers else 0,
+        partner=partner,
     )

@@ -97,6 +97,12 @@ class MachineSpec(Spec):
         description="bandwidth of a 1:1 read/write mix (Intel MLC --max_bandwidth), measured like loaded_latency_peak_gbps; sets the cost of a write-back (default: a write costs a read)")
     interconnect_gbps: Bandwidth = Field(description="bandwidth between two sockets, per direction, GB/s")
     same_socket_interconnect_gbps: Bandwidth | None = Field(default=None, description="bandwidth between nodes of one socket (default: memory_bandwidth_gbps)")
+    socket_link_budget: Literal["per_direction", "shared"] = Field(
+        default="per_direction",
+        description="how a link between sockets (or routers) spends its bandwidth: per_direction, each direction its "
+                    "own (reads coming one way and write-backs going the other do not compete); shared, one budget "
+                    "for both directions together (measured on Sapphire Rapids' UPI: mixed remote traffic totals "
+                    "about the read-only rate; docs/model.md)")
     links: list[LinkSpec] | None = Field(
         default=None, max_length=65_536,
         description="the interconnect as a graph: one entry per link between two sockets (or a socket and a router); traffic takes the fewest hops (default: every pair of sockets linked directly at interconnect_gbps)")
@@ -223,7 +229,8 @@ class LoadedLatencyCurve:
 
 def _interconnect_of(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interconnect:
     return build_interconnect(spec.sockets, spec.links, node_socket, spec.interconnect_gbps,
-                              spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps, spec.routers)
+                              spec.same_socket_interconnect_gbps or spec.memory_bandwidth_gbps, spec.routers,
+                              shared_budget=spec.socket_link_budget == "shared")
 
 
 def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray[np.int64]) -> NDArray[np.float64]:

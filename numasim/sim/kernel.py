@@ -235,6 +235,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.r_node_util = np.zeros(n)
         self.r_link_load = np.zeros((n, n))  # node-to-node flows, bytes/ns
         self.r_link_util = np.zeros(len(machine.interconnect.bandwidth))
+        self.r_link_traffic = np.zeros(len(machine.interconnect.bandwidth))  # bytes/ns per link and direction
         self.r_cshare = [1.0] * nt  # share of the time per op spent computing (SMT)
         self.r_ishare = [0.0] * nt  # share spent in overlapped misses (SMT shares them)
         self._x = np.ones(n)
@@ -446,6 +447,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "node_util": self.r_node_util,
             "link_load": self.r_link_load,
             "link_util": self.r_link_util,
+            "link_traffic": self.r_link_traffic,
             # Mean loaded latency of a node's own memory and of the others', at the last solve (ns).
             "lat_local": float(np.mean(np.diag(self._lmat))),
             "lat_remote": float(self._lmat[~np.eye(len(self._lmat), dtype=bool)].mean()) if len(self._lmat) > 1 else np.nan,

@@ -79,6 +79,7 @@ class RateSolution:
     y: NDArray[np.float64]  # latency multiplier per interconnect link (hop part)
     lmat: NDArray[np.float64]  # loaded latency matrix [CPU node, memory node], ns
     link_util: NDArray[np.float64]  # per interconnect link
+    link_traffic: NDArray[np.float64]  # per interconnect link, bytes/ns in its direction
 
 
 def solve_rates(
@@ -105,7 +106,8 @@ def solve_rates(
     node_bandwidth
         Read bandwidth of each memory node, bytes/ns.
     interconnect
-        The links, their bandwidth (bytes/ns per direction) and every flow's route.
+        The links, their bandwidth (bytes/ns per direction, or for both directions
+        together where a link's two directions share one budget) and every flow's route.
     curve
         Loaded-latency multiplier as a function of utilisation (the links', and the
         memory nodes' unless ``node_curve`` gives one per node).
@@ -138,6 +140,7 @@ def solve_rates(
     flow = inp.extra_link.copy()
     u = node_load / node_bandwidth
     v = np.zeros(len(link_bw))
+    traffic = np.zeros(len(link_bw))
     it = 0
     def path_multiplier(y: NDArray[np.float64]) -> NDArray[np.float64]:
         if one_hop is not None:
@@ -162,7 +165,8 @@ def solve_rates(
             node_load = node_load + wb.sum(axis=0)
             demand = demand + write_cost * wb.sum(axis=0)
         u = demand / node_bandwidth
-        v = (flow.ravel()[one_hop] if one_hop is not None else route @ flow.ravel()) / link_bw
+        traffic = flow.ravel()[one_hop] if one_hop is not None else route @ flow.ravel()
+        v = interconnect.budget_load(traffic) / link_bw
         tx = np.minimum(np.maximum(ncurve(u), x * u), _MAX_MULTIPLIER)
         ty = np.minimum(np.maximum(curve(v), y * v), _MAX_MULTIPLIER)
         err = np.max(np.abs(np.log(tx / x)))
@@ -185,6 +189,7 @@ def solve_rates(
         y=y,
         lmat=lmat,
         link_util=v,
+        link_traffic=traffic,
     )
 
 

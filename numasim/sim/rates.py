@@ -265,7 +265,7 @@ class Rates:
         self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
         self._lmat_diag = np.diag(sol.lmat).tolist()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
-        self.r_node_util, self.r_link_util = sol.node_util, sol.link_util
+        self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
 
     def _refresher(self):
         schedutil = self.machine.spec.governor == "schedutil" and self.f_min < self.f_max
