@@ -2,8 +2,8 @@
 
     python benchmarks/sweep_speedup.py [--points 8] [--workers 1,2] [--repeat 1]
 
-Each point is the governor scenario's two container variants at a different replica
-count, shortened to 6 simulated seconds, so that each point takes about as long as a
+Each point is the governor scenario's container-performance variant and its baseline at a
+different seed (one replication each), shortened to 6 simulated seconds, so that each point takes about as long as a
 short variant run. Reports wall time per worker count (cluster start included; the
 client's one-time imports are done before any timing, else the count timed first pays
 them) and the ratio against 1 worker; with ``--repeat N``, the worker counts take turns N times and
@@ -25,7 +25,7 @@ def timed_sweep(points: int, workers: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         numasim.sweep("scenarios/governor.yaml", grid={"seed": list(range(1, points + 1))},
-                      policies=["container-performance"], sets=["duration=6s", "warmup=2s"],
+                      policies=["container-performance"], sets=["duration=6s", "warmup=2s", "replications=1"],
                       out=os.path.join(tmp, "s.parquet"), workers=workers, quiet=True)
         return time.perf_counter() - t0
 
