@@ -103,7 +103,10 @@ def test_autonuma_balancing_raises_locality_over_time_and_throughput(autonuma):
     assert late > early + 0.2 and late > 0.95
     assert nb.locality > cfs.locality + 0.15
     assert autonuma.relative("cfs+numab") > 1.04
-    assert nb.numa_task_moves > 0 and nb.pages_migrated_bytes > 0 and nb.hinting_faults > 0
+    # It settles before the measurement window (60 s): the moves and migrations are in the
+    # time series, which covers the whole run; scanning goes on in the window.
+    assert sum(nb.timeseries["numa_task_moves"]) > 0 and sum(nb.timeseries["pages_migrated_bytes"]) > 0
+    assert nb.hinting_faults > 0
     # numactl bounds what balancing can reach.
     assert autonuma.relative("cfs+numab") <= autonuma.relative("numactl") + 0.01
 
