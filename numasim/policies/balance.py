@@ -2,8 +2,9 @@
 
 A part of :class:`numasim.policies.cfs.CFS`, which holds the state these methods share:
 the domain levels (:mod:`numasim.policies.domains`), one balancing entity per level,
-domain and group (``entities``, ``_entity``), the groups' CPUs concatenated per domain
-(``_gidx``), a per-pass statistics cache and NUMA balancing (``numab``, for
+domain and group (``entities``, ``_entity``), each domain's CPUs and groups as Python
+tuples (``_domains``), the group statistics by the numbers they come from
+(``_stats_memo``), a per-pass statistics cache and NUMA balancing (``numab``, for
 ``migrate_degrades_locality``). What it does:
 
 * fork and exec placement, ``sched_balance_find_dst_cpu`` (:meth:`LoadBalancer.find_dst_cpu`);
@@ -13,7 +14,9 @@ domain and group (``entities``, ``_entity``), the groups' CPUs concatenated per 
   ``calculate_imbalance``, ``detach_tasks``, ``nr_balance_failed`` escalation and active
   balancing (:meth:`LoadBalancer._periodic`).
 
-docs/model.md lists what is kept and what is simplified.
+docs/model.md lists what is kept and what is simplified. A balancing pass works on plain
+Python values (:mod:`numasim.policies.balance_pass`): its arrays are one domain's or one
+group's, too small for numpy's cost per call.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .api import Decision, Move
+from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
 
 if TYPE_CHECKING:
@@ -32,32 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LoadBalancer"]
 
-HAS_SPARE, FULLY_BUSY, OVERLOADED = 0, 1, 2
-SCALE = 1024
 MIGRATE_LOAD, MIGRATE_UTIL, MIGRATE_TASK = "load", "util", "task"
-
-
-@dataclass
-class _Stats:
-    nr: int
-    weight: int
-    idle: int
-    busy_cpus: int
-    ncores: int
-    kind: int
-    avg_load: float
-
-    @property
-    def capacity(self) -> int:
-        return self.weight * SCALE
-
-    @property
-    def load(self) -> int:
-        return self.nr * SCALE
-
-    @property
-    def util(self) -> int:
-        return self.busy_cpus * SCALE
 
 
 @dataclass
@@ -77,18 +56,18 @@ class LoadBalancer:
 
     def idle(self, cpu: int, sim: "View") -> list[Decision]:
         """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first."""
-        nr = sim.nr_running
-        if nr.max() <= 1:
+        p = Pass(sim)
+        nr = p.nr
+        if max(nr) <= 1:
             return []  # no runqueue is overloaded (rd->overloaded is clear)
         lvl = self.levels[0]
         if not self.machine.smt and not lvl.numa:
             # Lowest level, groups of one CPU: sched_balance_rq finds the CPU with the most
             # tasks (overloaded), computes migrate_task with an imbalance of one task, and
             # pulls one task that may run here.
-            span = lvl.spans[int(lvl.span_of[cpu])]
-            counts = nr[span]
-            if counts.max() >= 2:
-                src = int(span[int(np.argmax(counts))])
+            span = self._domains[0][int(lvl.span_of[cpu])].cpus
+            src = max(span, key=nr.__getitem__)  # the first of the busiest
+            if nr[src] >= 2:
                 queue = sim.runqueue(src)
                 current = queue[int(self.rng.integers(len(queue)))]
                 others = [t for t in queue if t != current]
@@ -96,31 +75,32 @@ class LoadBalancer:
                 for t in others:
                     if sim.allowed(t, cpu):
                         return [Move(t, cpu)]
-        cpu_of = np.array(sim.thread_cpu)
-        active = np.array(sim.thread_active)
-        nr = np.bincount(cpu_of[active], minlength=self.machine.n_cpus)
         # A newly idle CPU pulls only tasks that may run on it (can_migrate_task looks for no
         # other CPU of its group for CPU_NEWLY_IDLE), from a runqueue with another task to
-        # run: when there is none anywhere, no level can pull anything.
-        waiting = np.flatnonzero(active & (nr[np.maximum(cpu_of, 0)] >= 2))
-        pullable = np.zeros(self.machine.n_cpus, dtype=bool)  # CPUs with a waiting task that may run here
-        for t in waiting.tolist():
-            if not pullable[cpu_of[t]] and sim.allowed(t, cpu):
-                pullable[cpu_of[t]] = True
-        moves: dict[int, int] = {}
+        # run: when there is none anywhere, no level can pull anything. Each CPU is asked
+        # once, when a level first needs it (no task moves before the last level tried).
+        pullable: dict[int, bool] = {}
+
+        def may_pull(c: int) -> bool:
+            ok = pullable.get(c)
+            if ok is None:
+                ok = pullable[c] = any(sim.allowed(t, cpu) for t in sim.runqueue(c))
+            return ok
+
         for li, lvl in enumerate(self.levels):
             si = int(lvl.span_of[cpu])
-            if not pullable[lvl.spans[si]].any():
+            if not any(nr[c] >= 2 and may_pull(c) for c in self._domains[li][si].cpus):
                 continue  # nothing in this domain may come here: sched_balance_rq would pull nothing
             gi = lvl.group_of[si][cpu]
             e = _Entity(li, si, gi, failed=self._entity[(li, si, gi)].failed)
-            self._balance(e, cpu, False, nr, cpu_of, active, sim, moves, newidle=True)
-            if moves:
+            self._balance(e, cpu, False, p, newidle=True)
+            if p.moves:
                 break
-        return [Move(t, c) for t, c in moves.items()]
+        return [Move(t, c) for t, c in p.moves.items()]
 
     def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None) -> int:
         """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain."""
+        nr = nr.tolist()
         top = -1
         for li, lvl in enumerate(self.levels):
             if not lvl.fork:
@@ -130,7 +110,7 @@ class LoadBalancer:
         while li >= 0:
             lvl = self.levels[li]
             si = int(lvl.span_of[cpu])
-            group = self._find_dst_group(lvl, si, cpu, nr, allowed)
+            group = self._find_dst_group(li, si, cpu, nr, allowed)
             if group is None:
                 li -= 1
                 continue
@@ -142,50 +122,37 @@ class LoadBalancer:
             cpu = min(cands, key=lambda c: (nr[c], c))
         return cpu
 
-    def _stats(self, cpus: NDArray[np.int64], nr: NDArray[np.int64], pct: int) -> _Stats:
-        n = nr[cpus]
-        s = int(n.sum())
-        w = len(cpus)
-        busy = int((n > 0).sum())
-        cap, util, runnable = w * SCALE, busy * SCALE, s * SCALE
-        overloaded = s > w and (cap * 100 < util * pct or cap * pct < runnable * 100)
-        has_cap = s < w or (not (cap * pct < runnable * 100) and cap * 100 > util * pct)
-        kind = OVERLOADED if overloaded else (HAS_SPARE if has_cap else FULLY_BUSY)
-        ncores = len(set(int(c) for c in self._cpu_core[cpus]))
-        return _Stats(s, w, w - busy, busy, ncores, kind, runnable * SCALE / cap)
+    def _stats(self, li: int, group: tuple[tuple[int, ...], int, int], nr: list[int]) -> Stats:
+        """``update_sg_lb_stats`` for one group (its CPUs, weight and cores) of level ``li``: see :class:`StatsMemo`."""
+        cpus, w, ncores = group
+        n = [nr[c] for c in cpus]
+        idle = n.count(0)  # counts are never negative
+        return self._stats_memo[li][(w, ncores, sum(n), w - idle, idle)]
 
-    def _all_stats(self, li: int, si: int, nr: NDArray[np.int64], masked: NDArray[np.bool_] | None = None) -> list[_Stats]:
-        """:meth:`_stats` for every group of one domain, vectorised.
+    def _all_stats(self, li: int, si: int, nr: list[int], masked: set[int] | frozenset[int] = frozenset()) -> list[Stats]:
+        """:meth:`_stats` for every group of one domain.
 
         ``masked`` CPUs are left out of the sums, as ``update_sg_lb_stats`` sums only over
         ``env->cpus`` after a balancing attempt found their tasks all pinned; the group's
         weight and capacity stay whole.
         """
-        cacheable = masked is None or not masked.any()
-        if cacheable:
+        if not masked:
             # Every group of a domain balances against the same statistics until a task moves:
-            # one computation per domain, CPU counts and move count (nr is a fresh array per pass).
+            # one computation per domain, CPU counts and move count (nr is a fresh list per pass).
             hit = self._stats_cache.get((li, si))
             if hit is not None and hit[0] is nr and hit[1] == self._moves_done:
                 return hit[2]
-        pct = self.levels[li].pct
-        flat, starts, w, ncores = self._gidx[(li, si)]
-        n = nr[flat]
-        valid = np.ones(len(flat), dtype=bool) if masked is None else ~masked[flat]
-        s = np.add.reduceat(n * valid, starts)
-        busy = np.add.reduceat(((n > 0) & valid).astype(np.int64), starts)
-        idle = np.add.reduceat(((n == 0) & valid).astype(np.int64), starts)
-        cap, util, run = w * SCALE, busy * SCALE, s * SCALE
-        over = (s > w) & ((cap * 100 < util * pct) | (cap * pct < run * 100))
-        has_cap = (s < w) | (~(cap * pct < run * 100) & (cap * 100 > util * pct))
-        kind = np.where(over, OVERLOADED, np.where(has_cap, HAS_SPARE, FULLY_BUSY))
-        avg = run * SCALE / cap
-        out = [
-            _Stats(a, b, i, c, d, k, v)
-            for a, b, i, c, d, k, v in zip(s.tolist(), w.tolist(), idle.tolist(), busy.tolist(), ncores.tolist(),
-                                           kind.tolist(), avg.tolist())
-        ]
-        if cacheable:
+        memo, d = self._stats_memo[li], self._domains[li][si]
+        if d.single and not masked:
+            one = memo.one_cpu
+            out = [one[nr[c]] for c in d.cpus]
+        else:
+            out = []
+            for cpus, w, ncores in d.groups:
+                n = [nr[c] for c in cpus if c not in masked] if masked else [nr[c] for c in cpus]
+                idle = n.count(0)  # counts are never negative
+                out.append(memo[(w, ncores, sum(n), len(n) - idle, idle)])
+        if not masked:
             self._stats_cache[(li, si)] = (nr, self._moves_done, out)
         return out
 
@@ -196,15 +163,17 @@ class LoadBalancer:
             return 0
         return imb
 
-    def _find_dst_group(self, lvl: Level, si: int, cpu: int, nr, allowed) -> NDArray[np.int64] | None:
-        groups = lvl.groups[si]
+    def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed) -> tuple[int, ...] | None:
+        lvl = self.levels[li]
+        groups = self._domains[li][si].groups
         local_i = lvl.group_of[si].get(cpu)
         local = idlest = None
         idlest_g = None
-        for gi, g in enumerate(groups):
-            if allowed is not None and not any(int(c) in allowed for c in g):
+        for gi, group in enumerate(groups):
+            g = group[0]
+            if allowed is not None and allowed.isdisjoint(g):
                 continue
-            st = self._stats(g, nr, lvl.pct)
+            st = self._stats(li, group, nr)
             if gi == local_i:
                 local = st
                 continue
@@ -233,7 +202,7 @@ class LoadBalancer:
         if lvl.numa:
             imb_nr = lvl.imb_numa_nr
             if allowed is not None:
-                imb_nr = min(sum(1 for c in groups[local_i] if int(c) in allowed), imb_nr)
+                imb_nr = min(sum(1 for c in groups[local_i][0] if c in allowed), imb_nr)
             imb = abs(local.idle - best.idle)
             if self._adjust_numa(imb, local.nr + 1, imb_nr) == 0:
                 return None
@@ -241,8 +210,8 @@ class LoadBalancer:
             return None
         return idlest_g
 
-    def _group_cpu(self, group, nr, allowed, this_cpu: int) -> int:
-        cands = [int(c) for c in group if allowed is None or int(c) in allowed]
+    def _group_cpu(self, group: tuple[int, ...], nr: list[int], allowed, this_cpu: int) -> int:
+        cands = [c for c in group if allowed is None or c in allowed]
         if not cands:
             return this_cpu
         idle = [c for c in cands if nr[c] == 0]
@@ -259,28 +228,26 @@ class LoadBalancer:
         jiffies = max(int(ms * 1e6 // self.jiffy) - (1 if busy else 0), 1)
         return jiffies * self.jiffy
 
-    def _balance_cpu(self, e: _Entity, nr) -> int:
-        g = self.levels[e.level].groups[e.span][e.group]
+    def _balance_cpu(self, e: _Entity, nr: list[int]) -> int:
+        g = self._domains[e.level][e.span].groups[e.group][0]
         for c in g:
             if nr[c] == 0:
-                return int(c)
-        return int(g[0])
+                return c
+        return g[0]
 
     def _periodic(self, sim: "View") -> dict[int, int]:
         """Periodic balancing (``sched_balance_domains``): every domain and group whose interval is
         due, from the CPU that balances for it; returns the moves (thread -> CPU) and sets the next due time."""
         now = sim.now
-        cpu_of = np.array(sim.thread_cpu)
-        active = np.array(sim.thread_active)
-        nr = np.bincount(cpu_of[active], minlength=self.machine.n_cpus)
-        moves: dict[int, int] = {}
+        p = Pass(sim)
+        nr = p.nr
         nxt = None
         for e in self.entities:
             dst = self._balance_cpu(e, nr)
-            busy = bool(nr[dst] > 0)
+            busy = nr[dst] > 0
             if now >= e.last + self._interval_ns(e, busy):
-                if nr[self.levels[e.level].spans[e.span]].any():
-                    found, moved = self._balance(e, dst, busy, nr, cpu_of, active, sim, moves)
+                if any(nr[c] for c in self._domains[e.level][e.span].cpus):
+                    found, moved = self._balance(e, dst, busy, p)
                 else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
                     found, moved = False, 0
                 w = float(self.levels[e.level].weight)
@@ -288,13 +255,13 @@ class LoadBalancer:
                 e.interval_ms = w if found else min(e.interval_ms * 2, 2 * w)
                 e.failed = 0 if moved or not found else e.failed + 1
                 e.last = now
-                busy = bool(nr[self._balance_cpu(e, nr)] > 0)
+                busy = nr[self._balance_cpu(e, nr)] > 0
             due = e.last + self._interval_ns(e, busy)
             nxt = due if nxt is None else min(nxt, due)
         self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
-        return moves
+        return p.moves
 
-    def _balance(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle: bool = False) -> tuple[bool, int]:
+    def _balance(self, e: _Entity, dst: int, busy: bool, p: Pass, newidle: bool = False) -> tuple[bool, int]:
         """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved).
 
         When every task of the busiest CPU is pinned away from this group
@@ -307,43 +274,52 @@ class LoadBalancer:
         statistics of that search then leave out every pinned-only CPU, not only the
         ones the kernel happened to try.
         """
-        lvl = self.levels[e.level]
-        local = lvl.groups[e.span][e.group]
-        masked = np.zeros(self.machine.n_cpus, dtype=bool)
-        outside = None
+        masked: set[int] = set()
+        movable: list[int] | None = None
         while True:
-            found, moved, pinned = self._balance_once(e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked)
+            found, moved, pinned = self._balance_once(e, dst, busy, p, newidle, masked)
             if not pinned:
                 return found, moved
-            masked[pinned] = True
-            if outside is None:
-                outside = np.setdiff1d(lvl.spans[e.span], local)
-            movable = self._cpus_with_movable(outside, local, cpu_of, active, sim)
-            masked[outside[~movable]] = True
-            if not (movable & ~masked[outside] & (nr[outside] >= 2)).any():
+            masked.update(pinned)
+            if movable is None:
+                # Once: no task moved in an attempt that found pinned CPUs. A masked CPU stays masked.
+                outside, local = self._outside(e)
+                movable = self._cpus_with_movable([c for c in outside if c not in masked and p.nr[c]], local, p)
+                masked.update(set(outside).difference(movable))
+            if not any(c not in masked and p.nr[c] >= 2 for c in movable):
                 return False, 0
 
+    def _outside(self, e: _Entity) -> tuple[tuple[int, ...], frozenset[int]]:
+        """The CPUs of ``e``'s domain outside its group, ascending, and the group's CPUs (cached)."""
+        key = (e.level, e.span, e.group)
+        hit = self._outside_cache.get(key)
+        if hit is None:
+            local = frozenset(self._domains[e.level][e.span].groups[e.group][0])
+            hit = self._outside_cache[key] = (tuple(c for c in self._domains[e.level][e.span].cpus if c not in local), local)
+        return hit
+
     @staticmethod
-    def _cpus_with_movable(cpus, local, cpu_of, active, sim) -> NDArray[np.bool_]:
-        """Per CPU of ``cpus``: whether one of its tasks may run on some CPU of ``local``."""
-        here = frozenset(int(c) for c in local)
-        out = np.zeros(len(cpus), dtype=bool)
-        index = {int(c): i for i, c in enumerate(cpus)}
-        for t in np.flatnonzero(active):
-            i = index.get(int(cpu_of[t]))
-            if i is None or out[i]:
-                continue
-            aff = sim.affinity(int(t))
-            if aff is None or not aff.isdisjoint(here):
-                out[i] = True
+    def _cpus_with_movable(cpus: list[int], local: frozenset[int], p: Pass) -> list[int]:
+        """The CPUs of ``cpus`` with a task that may run on some CPU of ``local``."""
+        affinity, runqueue, queues = p.sim.affinity, p.sim.runqueue, p.queues
+        out = []
+        for c in cpus:
+            q = queues.get(c)
+            for t in runqueue(c) if q is None else q:  # in any order
+                aff = affinity(t)
+                if aff is None or not aff.isdisjoint(local):
+                    out.append(c)
+                    break
         return out
 
-    def _balance_once(self, e, dst, busy, nr, cpu_of, active, sim, moves, newidle, masked) -> tuple[bool, int, list[int]]:
+    def _balance_once(self, e: _Entity, dst: int, busy: bool, p: Pass, newidle: bool,
+                      masked: set[int]) -> tuple[bool, int, list[int]]:
         lvl = self.levels[e.level]
-        groups = lvl.groups[e.span]
-        stats = self._all_stats(e.level, e.span, nr, masked)
+        groups = self._domains[e.level][e.span].groups
+        stats = self._all_stats(e.level, e.span, p.nr, masked)
         local = stats[e.group]
-        sds_avg = sum(s.load for s in stats) * SCALE / sum(s.capacity for s in stats)
+        # the groups' load summed over their capacities summed, as integers until the division
+        sds_avg = sum(s.nr for s in stats) * SCALE * SCALE / (self._domains[e.level][e.span].weight * SCALE)
         # sched_balance_find_src_group
         best = None
         for gi, st in enumerate(stats):
@@ -374,21 +350,20 @@ class LoadBalancer:
         kind, imbalance = self._imbalance(lvl, busy, local, busiest, sds_avg)
         if imbalance <= 0:
             return False, 0, []
-        moved, pinned = self._detach(e, dst, groups[e.group], groups[bi], kind, imbalance, nr, cpu_of, active, sim,
-                                     moves, masked, newidle)
+        moved, pinned = self._detach(e, dst, groups[e.group][0], groups[bi][0], kind, imbalance, p, masked, newidle)
         if moved or newidle:
             return True, moved, pinned
         if kind == MIGRATE_TASK and e.failed + 1 > lvl.nice_tries + 2:
             # active balance: push the running task of the busiest queue to dst
-            src = self._busiest_queue(groups[bi], kind, imbalance, nr, excluded=set(np.flatnonzero(masked).tolist()))
+            src = self._busiest_queue(groups[bi][0], kind, imbalance, p.nr, excluded=masked)
             if src is not None:
-                for t in self._queue(src, cpu_of, active):
-                    if sim.allowed(t, dst):
-                        self._do_move(t, src, dst, nr, cpu_of, moves)
+                for t in p.queue(src):
+                    if p.sim.allowed(t, dst):
+                        self._do_move(t, src, dst, p)
                         return True, 1, []
         return True, 0, pinned
 
-    def _sibling_imb(self, busy: bool, local: _Stats, busiest: _Stats) -> int:
+    def _sibling_imb(self, busy: bool, local: Stats, busiest: Stats) -> int:
         if busy or busiest.nr == 0:
             return 0
         if local.ncores == busiest.ncores:
@@ -399,7 +374,7 @@ class LoadBalancer:
             imb = 2
         return imb
 
-    def _imbalance(self, lvl: Level, busy: bool, local: _Stats, busiest: _Stats, sds_avg: float):
+    def _imbalance(self, lvl: Level, busy: bool, local: Stats, busiest: Stats, sds_avg: float):
         if local.kind == HAS_SPARE:
             if busiest.kind > FULLY_BUSY and not lvl.share_llc:
                 imb = max(local.capacity, local.util) - local.util
@@ -419,13 +394,9 @@ class LoadBalancer:
         imb = min((busiest.avg_load - sds_avg) * busiest.capacity, (sds_avg - local.avg_load) * local.capacity) / SCALE
         return MIGRATE_LOAD, imb
 
-    def _queue(self, cpu: int, cpu_of, active) -> list[int]:
-        return [int(t) for t in np.flatnonzero((cpu_of == cpu) & active)]
-
-    def _busiest_queue(self, group, kind, imbalance, nr, excluded: set[int]) -> int | None:
+    def _busiest_queue(self, group: tuple[int, ...], kind, imbalance, nr: list[int], excluded: set[int]) -> int | None:
         best = None
         for c in group:
-            c = int(c)
             if c in excluded or nr[c] == 0:
                 continue
             if kind == MIGRATE_LOAD and nr[c] == 1 and SCALE > imbalance:
@@ -436,20 +407,21 @@ class LoadBalancer:
                 best = c
         return best
 
-    def _detach(self, e, dst, local_g, busiest_g, kind, imbalance, nr, cpu_of, active, sim, moves, masked,
-                newidle: bool = False) -> tuple[int, list[int]]:
+    def _detach(self, e: _Entity, dst: int, local_g: tuple[int, ...], busiest_g: tuple[int, ...], kind, imbalance,
+                p: Pass, masked: set[int], newidle: bool = False) -> tuple[int, list[int]]:
         """Pull tasks from the busiest group's busiest CPUs; returns (moved, CPUs whose tasks were all pinned).
 
         A task that may not run on ``dst`` goes to another CPU of the local group it may run
         on (``LBF_DST_PINNED``, ``new_dst_cpu``), except when ``dst`` is newly idle: then it
         counts as pinned, as ``can_migrate_task`` has it."""
-        excluded: set[int] = set(np.flatnonzero(masked).tolist())
+        nr, sim = p.nr, p.sim
+        excluded = set(masked)
         pinned_cpus: list[int] = []
         while True:
             src = self._busiest_queue(busiest_g, kind, imbalance, nr, excluded)
             if src is None:
                 return 0, pinned_cpus
-            queue = self._queue(src, cpu_of, active)
+            queue = p.queue(src)
             if len(queue) <= 1:
                 return 0, pinned_cpus
             current = queue[int(self.rng.integers(len(queue)))]
@@ -464,7 +436,7 @@ class LoadBalancer:
                 if not sim.allowed(t, dst):
                     if newidle:
                         continue
-                    alt = [int(c) for c in local_g if sim.allowed(t, int(c))]
+                    alt = [c for c in local_g if sim.allowed(t, c)]
                     if not alt:
                         continue
                     target = min(alt, key=lambda c: (nr[c], c))
@@ -484,7 +456,7 @@ class LoadBalancer:
                     imbalance -= util
                 else:
                     imbalance -= 1
-                self._do_move(t, src, target, nr, cpu_of, moves)
+                self._do_move(t, src, target, p)
                 moved += 1
                 if imbalance <= 0 or nr[src] <= 1:
                     break
@@ -493,9 +465,6 @@ class LoadBalancer:
             excluded.add(src)
             pinned_cpus.append(src)
 
-    def _do_move(self, t: int, src: int, dst: int, nr, cpu_of, moves: dict[int, int]) -> None:
+    def _do_move(self, t: int, src: int, dst: int, p: Pass) -> None:
         self._moves_done += 1
-        nr[src] -= 1
-        nr[dst] += 1
-        cpu_of[t] = dst
-        moves[t] = dst
+        p.move(t, src, dst)

@@ -21,7 +21,8 @@ from pydantic import BeforeValidator, Field
 
 from ..model.presets import policy_defaults
 from .api import Decision, Move, Policy, PolicyOptions
-from .balance import SCALE, LoadBalancer, _Entity
+from .balance import LoadBalancer, _Entity
+from .balance_pass import SCALE, StatsMemo, domains
 from .domains import Level, build_levels
 from .numab import NumaBalancing
 
@@ -113,15 +114,9 @@ class CFS(LoadBalancer, Policy):
                 for gi in range(len(groups)):
                     self.entities.append(_Entity(li, si, gi, 0, float(lvl.weight)))
         self._entity = {(e.level, e.span, e.group): e for e in self.entities}
-        # Per domain: its groups' CPUs concatenated, for vectorised group statistics.
-        self._gidx = {}
-        for li, lvl in enumerate(self.levels):
-            for si, groups in enumerate(lvl.groups):
-                flat = np.concatenate(groups)
-                starts = np.cumsum([0] + [len(g) for g in groups[:-1]])
-                w = np.array([len(g) for g in groups])
-                ncores = np.array([len(set(int(c) for c in machine.cpu_core[g])) for g in groups])
-                self._gidx[(li, si)] = (flat, starts, w, ncores)
+        self._domains = domains(self.levels, machine.cpu_core)  # per level and span: its groups as Python values
+        self._stats_memo = [StatsMemo(lvl.pct) for lvl in self.levels]
+        self._outside_cache: dict[tuple[int, int, int], tuple[tuple[int, ...], frozenset[int]]] = {}
         llc = [lvl for lvl in self.levels if lvl.share_llc]
         if llc:
             self._llc_span_of = llc[-1].span_of
