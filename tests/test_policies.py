@@ -104,6 +104,35 @@ def test_newidle_pull_skips_a_busiest_cpu_whose_tasks_are_all_pinned():
     assert [(d.tid, d.cpu) for d in moves] == [(n + 3, idle)]
 
 
+def test_all_pinned_redo_masks_busy_pinned_cpus_but_never_an_idle_one():
+    # After LBF_ALL_PINNED the kernel drops the CPUs it tried from env->cpus; it never tries an
+    # idle CPU (never the busiest), so an idle CPU keeps counting as idle in its group's statistics.
+    node0 = [int(c) for c in PACIFIC.node_cpus[0]]
+    idle, pinned, movable, idle_far = node0[0], node0[1], node0[2], node0[3]
+    n = PACIFIC.n_cpus
+    # 3 extra threads pinned to `pinned`, 1 extra free thread on `movable`, and `idle_far` idle.
+    view = _PinnedView(PACIFIC, {pinned: 3, movable: 1}, {n + 3: set(range(n))})
+    for c in (idle, idle_far):
+        view.thread_active[c] = False
+        view.nr_running[c] = 0
+    view.runqueue = lambda cpu: [int(t) for t in np.flatnonzero((view.thread_cpu == cpu) & view.thread_active)]
+    cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
+    cfs._started = True
+    masks = []
+    once = cfs._balance_once
+
+    def record(e, dst, busy, p, newidle, masked):
+        masks.append(set(masked))
+        return once(e, dst, busy, p, newidle, masked)
+
+    cfs._balance_once = record
+    moves = cfs.idle(idle, view)
+    redo = [m for m in masks if m]
+    assert redo, "the search met an all-pinned CPU and searched again"
+    assert pinned in redo[0] and idle_far not in redo[0] and movable not in redo[0]
+    assert [(d.tid, d.cpu) for d in moves] == [(n + 3, idle)]
+
+
 def test_cfs_slices_scale_with_cpus():
     cfs = CFS(CFSOptions(), PACIFIC, np.random.default_rng(0))
     # 6 ms x (1 + ilog2(8)) = 24 ms shared by 2 tasks; min granularity 3 ms beyond 8 tasks.

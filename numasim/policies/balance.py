@@ -268,11 +268,12 @@ class LoadBalancer:
         (``LBF_ALL_PINNED``), the kernel masks that CPU out and searches again
         (``goto redo``), one CPU at a time, until it finds a CPU with a task that may
         move or none is left (``out_all_pinned``: the domain counts as balanced). Here
-        the first all-pinned result masks at once every CPU outside the group whose
-        tasks are all pinned away from it, so the search usually reaches the CPU the kernel's
+        the first all-pinned result masks at once every CPU outside the group that has
+        tasks, all pinned away from it, so the search usually reaches the CPU the kernel's
         redos would reach, without repeating them CPU by CPU. Simplified: the group
         statistics of that search then leave out every pinned-only CPU, not only the
-        ones the kernel happened to try.
+        ones the kernel happened to try. Idle CPUs are never masked (the kernel never
+        picks one as the busiest), so they still count as idle.
         """
         masked: set[int] = set()
         movable: list[int] | None = None
@@ -285,7 +286,9 @@ class LoadBalancer:
                 # Once: no task moved in an attempt that found pinned CPUs. A masked CPU stays masked.
                 outside, local = self._outside(e)
                 movable = self._cpus_with_movable([c for c in outside if c not in masked and p.nr[c]], local, p)
-                masked.update(set(outside).difference(movable))
+                # Only CPUs with tasks, all pinned away: an idle CPU is never the busiest, so the
+                # kernel never drops it from env->cpus, and it still counts as idle in its group.
+                masked.update(set(c for c in outside if p.nr[c]).difference(movable))
             if not any(c not in masked and p.nr[c] >= 2 for c in movable):
                 return False, 0
 
