@@ -254,9 +254,9 @@ def test_a_shared_link_budget_carries_both_directions_within_one_bandwidth():
     # Reads one way and write-backs the other: each direction has its own 20 GB/s, or both share 20.
     _, free = _remote_streams(0.5, "per_direction")
     m, shared = _remote_streams(0.5, "shared")
-    total = lambda sol: float(sol.link_traffic.sum())  # noqa: E731  both links, both directions, GB/s
-    assert total(free) > 20.0 * 1.5  # two directions of 20 GB/s each, well used
-    assert total(shared) <= 20.0 * 1.0001 * 1.02  # one budget (the curve lets it overshoot by a hair at most)
+    # Both links, both directions, GB/s.
+    assert free.link_traffic.sum() > 20.0 * 1.5  # two directions of 20 GB/s each, well used
+    assert shared.link_traffic.sum() <= 20.0 * 1.0001 * 1.02  # one budget (the curve overshoots by a hair at most)
     assert shared.rate.sum() < 0.6 * free.rate.sum()
     # The per-link traffic reported is the link's own, in its direction (not the budget's).
     assert np.allclose(shared.link_util * 20.0, m.interconnect.budget_load(shared.link_traffic))
