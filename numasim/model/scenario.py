@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import copy
 import os
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 from .spec import Duration, Spec, Text
 
 from ..errors import Problem, ScenarioError
@@ -25,6 +24,7 @@ from ..policies.registry import get_policy
 from ..units import parse_duration
 from .machine import Machine, MachineSpec
 from .yamlfile import MAX_DEPTH
+from .problems import fmt_path, validation_problems
 from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
 from .workload import PodSpec, WorkloadProfile
 
@@ -167,103 +167,6 @@ class Scenario:
         raise KeyError(label)
 
 
-# --------------------------------------------------------- error reporting
-def _fmt_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def _unwrap(tp: Any) -> Any:
-    """The model class reached through Optional / list / dict / Annotated, if any."""
-    origin = typing.get_origin(tp)
-    if origin is Annotated:
-        return _unwrap(typing.get_args(tp)[0])
-    if origin in (list, tuple, dict) or origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        for arg in typing.get_args(tp):
-            found = _unwrap(arg)
-            if isinstance(found, type) and issubclass(found, BaseModel):
-                return found
-        return None
-    return tp
-
-
-def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return None
-        current = _unwrap(field.annotation)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-# Names pydantic puts in an error's location for the member of a union that failed.
-_UNION_TAGS = frozenset({"str", "int", "float", "bool", "bytes", "none", "dict", "list", "tuple"})
-
-
-def _is_tag(part: Any) -> bool:
-    return isinstance(part, str) and ("[" in part or part.startswith("function-") or part in _UNION_TAGS)
-
-
-def _allowed(model: type[BaseModel], key: str) -> str:
-    """The keys ``model`` allows, its own before those it inherits, after the closest to ``key``."""
-    import difflib
-
-    inherited = {k for base in model.__mro__[1:] if isinstance(base, type) and issubclass(base, BaseModel)
-                 for k in getattr(base, "model_fields", {})}
-    names = list(model.model_fields)
-    ordered = [k for k in names if k not in inherited] + [k for k in names if k in inherited]
-    close = difflib.get_close_matches(key, names, n=3)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    return f"{hint}allowed keys: {', '.join(ordered)}"
-
-
-def _problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
-    out: list[Problem] = []
-    seen: set[str] = set()
-    last_union = False
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not _is_tag(p))
-        path = _fmt_path(prefix + loc)
-        kind = err["type"]
-        inp = err.get("input")
-        if kind == "extra_forbidden":
-            parent = _model_at(model, loc[:-1])
-            msg = f"unknown key {loc[-1]!r}; " + (_allowed(parent, str(loc[-1])) if parent else
-                                                   "allowed keys: see docs/scenarios.md")
-        elif kind == "missing":
-            msg = "required field is missing"
-        else:
-            msg = err["msg"]
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
-            if not isinstance(inp, (dict, list)) and "got" not in msg:
-                msg += f", got {inp!r}"
-        key = f"{path}: {msg}"
-        if key in seen:
-            continue
-        seen.add(key)
-        union = len(loc) < len(err["loc"])
-        if union and last_union and out[-1].path == path and out[-1].message.startswith("Input should be ") \
-                and msg.startswith("Input should be "):
-            # Alternatives of one union ("a valid string" / "a valid dictionary"): say it once.
-            prev = out[-1].message.split(", got ")[0]
-            out[-1] = Problem(path, f"{prev} or {msg[len('Input should be '):]}")
-        else:
-            out.append(Problem(path, msg))
-        last_union = union
-    return out
-
-
 # ------------------------------------------------------------- overrides
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Apply ``PATH=VALUE`` overrides (``machine.smt=true``, ``pods.0.replicas=4``).
@@ -363,7 +266,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
     try:
         spec = ScenarioSpec.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_blame(_problems(exc, ScenarioSpec), overrides), source=source) from None
+        raise ScenarioError(_blame(validation_problems(exc, ScenarioSpec), overrides), source=source) from None
 
     problems: list[Problem] = []
     machine = _resolve_machine(spec.machine, problems)
@@ -383,7 +286,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         try:
             opts = cls.Options.model_validate(v.options)
         except ValidationError as exc:
-            problems.extend(_problems(exc, cls.Options, (f"policies[{i}]", "options")))
+            problems.extend(validation_problems(exc, cls.Options, (f"policies[{i}]", "options")))
             continue
         own: Scenario | None = None
         if v.set:
@@ -393,7 +296,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         m = own.machine if own is not None else machine
         if m is not None:
             for p in cls.check(opts, m, list(own.spec.pods if own is not None else spec.pods)):
-                problems.append(Problem(_fmt_path((f"policies[{i}]", "options")) + (("." + p.path) if p.path else ""), p.message))
+                problems.append(Problem(fmt_path((f"policies[{i}]", "options")) + (("." + p.path) if p.path else ""), p.message))
         if own is None:
             variants.append(Variant(label, cls, opts))
         else:
@@ -472,7 +375,7 @@ def _resolve_machine(value: str | dict[str, Any], problems: list[Problem]) -> Ma
         problems.extend(exc.problems)
         return None
     except ValidationError as exc:
-        problems.extend(_problems(exc, MachineSpec, ("machine",)))
+        problems.extend(validation_problems(exc, MachineSpec, ("machine",)))
         return None
     try:
         return Machine.from_spec(spec)
@@ -496,7 +399,7 @@ def _resolve_profiles(spec: ScenarioSpec, problems: list[Problem]) -> dict[str, 
         except ScenarioError as exc:
             problems.extend(exc.problems)
         except ValidationError as exc:
-            problems.extend(_problems(exc, WorkloadProfile, ("workloads", key)))
+            problems.extend(validation_problems(exc, WorkloadProfile, ("workloads", key)))
     for i, pod in enumerate(spec.pods):
         if pod.profile in profiles or pod.profile in spec.workloads:  # a broken profile is reported above
             continue
