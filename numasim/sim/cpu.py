@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from .perf import LINE
 from .state import TOUCH, WORK
 from .trace import PodInstance
 
@@ -29,16 +28,18 @@ class CpuRuntime:
         self._set_cpu(tid, cpu)
         self.t_active[tid] = True
         self.v_thread_active[tid] = True
-        self.nr[cpu] += 1
-        self.v_nr_running[cpu] += 1
+        n = self.nr[cpu] + 1
+        self.nr[cpu] = n
+        self.v_nr_running[cpu] = n
         self.rq[cpu].append(tid)
 
     def _dequeue(self, tid: int) -> None:
         cpu = self.t_cpu[tid]
         self.t_active[tid] = False
         self.v_thread_active[tid] = False
-        self.nr[cpu] -= 1
-        self.v_nr_running[cpu] -= 1
+        n = self.nr[cpu] - 1
+        self.nr[cpu] = n
+        self.v_nr_running[cpu] = n
         self.rq[cpu].remove(tid)
         self.r_share[tid] = 0.0
         self.r_cap[tid] = 0.0
@@ -46,7 +47,7 @@ class CpuRuntime:
     def _on_cpus(self, cpus: list[int]) -> list[int]:
         """Threads queued on ``cpus`` or, with SMT, on their siblings."""
         rq = self.rq
-        if self.machine.smt:
+        if self._smt:
             cpus = sorted({s for c in cpus for s in self._core_of[c]})
         elif len(cpus) == 1:
             return list(rq[cpus[0]])
@@ -119,11 +120,9 @@ class CpuRuntime:
 
     def _set_caps(self, tids: list[int]) -> None:
         """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed."""
-        m = self.machine
-        spec = m.spec
-        l2 = spec.l2_kib * 1024
         nr, t_cpu, cpu_node, lat = self.nr, self.t_cpu, self._cpu_node, self._lmat_diag
-        footprint, stall, tau = self.p_footprint, self.p_stall, self.r_tau
+        refill, stall, tau, share, slices = self._refill_lines, self.p_stall, self.r_tau, self.r_share, self._slices
+        switch_ns = self._switch_ns
         need_tau = []
         effs = []
         for tid in tids:
@@ -131,19 +130,25 @@ class CpuRuntime:
             n = nr[c]
             eff = 1.0
             if n > 1:
-                refill = min(footprint[tid], l2) / LINE
-                cost = spec.context_switch_ns + refill * lat[cpu_node[c]] * stall[tid]
-                sl = self._slice(n)
+                # A switched-in thread first refills its cache footprint (up to the L2) from memory.
+                cost = switch_ns + refill[tid] * lat[cpu_node[c]] * stall[tid]
+                sl = slices.get(n)
+                if sl is None:
+                    sl = self._slice(n)
                 eff = sl / (sl + cost) if sl > 0 else 1.0
-            self.r_share[tid] = 1.0 / n
+            share[tid] = 1.0 / n
             effs.append(eff)
             if tau[tid] == math.inf:
                 need_tau.append(tid)
         if need_tau:
             self._set_tau(np.array(need_tau))
-        factors = self._smt_factors(tids) if m.smt else None
-        for i, tid in enumerate(tids):
-            self.r_cap[tid] = self.r_share[tid] * effs[i] * (1.0 if factors is None else factors[i])
+        cap = self.r_cap
+        if self._smt:
+            for tid, eff, f in zip(tids, effs, self._smt_factors(tids)):
+                cap[tid] = share[tid] * eff * f
+        else:
+            for tid, eff in zip(tids, effs):
+                cap[tid] = share[tid] * eff
 
     def _smt_factors(self, tids: list[int]) -> list[float]:
         """Speed of each thread with its core's busy siblings, relative to the core alone.

@@ -29,6 +29,8 @@ def _int(value: object) -> int | None:
 class Decisions:
     def _id(self, value: object, what: str, decision: object) -> int:
         """A thread or CPU id a policy returned, checked to be an integer."""
+        if type(value) is int:
+            return value
         out = _int(value)
         if out is None:
             raise PolicyError(self.policy.name, self.now, decision,
@@ -63,7 +65,7 @@ class Decisions:
                               "memory policy weights: one per interleaved node, each 1-255")
 
     def _check_place(self, tid: int, cpu: int, decision: object) -> None:
-        if not 0 <= cpu < self.machine.n_cpus:
+        if not 0 <= cpu < len(self.nr):
             raise PolicyError(self.policy.name, self.now, decision, f"CPU {cpu} does not exist")
         aff = self.t_affinity[tid]
         if aff is not None and cpu not in aff:

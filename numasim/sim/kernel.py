@@ -167,6 +167,10 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._growing: set[int] = set()  # threads whose memory still grows as they work
         self._touch_turn: dict[int, int] = {}  # per process: the next thread whose node takes a chunk (private_touch: pod)
         self.p_footprint = [float(pr.cache_footprint_mib * 2**20) for pr in prof]
+        # Lines a thread refills when it is switched back in (its footprint, up to the L2).
+        self._refill_lines = [min(f, machine.spec.l2_kib * 1024) / LINE for f in self.p_footprint]
+        self._switch_ns = machine.spec.context_switch_ns
+        self._smt = machine.smt
         reqs = [pr.requests for pr in prof]
         self.p_req_mode = [0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs]
         self.p_req_ops = [math.inf if r is None else float(r.ops) for r in reqs]
@@ -376,10 +380,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
                 req = req_left[tid]
                 if req == math.inf:
                     continue
-                eta = (debt[tid] + max(req, 0.0) * tau[tid]) / cap
+                eta = (debt[tid] + (0.0 if 0.0 > req else req) * tau[tid]) / cap
             if eta == math.inf or eta != eta:
                 continue
-            heapq.heappush(heap, (now + max(math.ceil(eta), 1), tid, g))
+            step = math.ceil(eta)
+            heapq.heappush(heap, (now + (step if step > 1 else 1), tid, g))
         if len(heap) > 2 * len(gen) + 64:
             # Superseded entries are dropped when they reach the top; when they make up
             # most of the heap, all at once (each thread has at most one live entry).
