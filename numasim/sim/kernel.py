@@ -380,11 +380,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
                 req = req_left[tid]
                 if req == math.inf:
                     continue
-                eta = (debt[tid] + (0.0 if 0.0 > req else req) * tau[tid]) / cap
+                eta = (debt[tid] + (0.0 if 0.0 > req else req) * tau[tid]) / cap  # noqa: FURB136 (max() is a call per event)
             if eta == math.inf or eta != eta:
                 continue
             step = math.ceil(eta)
-            heapq.heappush(heap, (now + (step if step > 1 else 1), tid, g))
+            heapq.heappush(heap, (now + (step if step > 1 else 1), tid, g))  # noqa: FURB136
         if len(heap) > 2 * len(gen) + 64:
             # Superseded entries are dropped when they reach the top; when they make up
             # most of the heap, all at once (each thread has at most one live entry).
