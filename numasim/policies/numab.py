@@ -68,7 +68,7 @@ class _Task:
     membuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     cpubuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     total: float = 0.0
-    locality: np.ndarray = field(default_factory=lambda: np.zeros(3))  # remote, local, failed
+    locality: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # remote, local, failed
     preferred: int = -1
     retry: int = 0
 
@@ -103,7 +103,8 @@ class NumaBalancing(TaskMoves):
         self.groups: dict[int, _Group] = {}  # by process: threads of one process join one group
         self.group_of: dict[int, int] = {}
         self.mms: dict[int, _Mm] = {}
-        self.last: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # region -> (last tid, last nid) per chunk
+        self.last: dict[int, tuple[list[int], list[int]]] = {}  # region -> (last tid, last nid) per chunk
+        self._cpu_node = machine.cpu_node.tolist()
         self.rate_window: dict[int, tuple[int, int]] = {}  # node -> (100 ms window, bytes migrated in it)
         self.tick_ns = 10 * MS
         # Memory tiering: CPU-less nodes are the slow tier (numasim/policies/tiering.py).
@@ -200,7 +201,7 @@ class NumaBalancing(TaskMoves):
         regions = sim.process_regions(proc)
         for rid, _owner, nodes in regions:
             if rid not in self.last:
-                self.last[rid] = (np.full(len(nodes), -1, dtype=np.int64), np.full(len(nodes), -1, dtype=np.int64))
+                self.last[rid] = ([-1] * len(nodes), [-1] * len(nodes))
         budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
         marked = self._next_chunks(mm, regions, budget)
         if not self.o.numa_balancing:
@@ -283,9 +284,9 @@ class NumaBalancing(TaskMoves):
         """task_numa_fault + should_numa_migrate_memory for one chunk; returns the node to move it to
         (``decide=False``: the statistics only)."""
         task = self._task(tid)
-        cpu_nid = int(self.m.cpu_node[sim.thread_cpu[tid]])
+        cpu_nid = self._cpu_node[sim.thread_cpu[tid]]
         last_tid, last_nid = self.last[rid]
-        prev_tid, prev_nid = int(last_tid[i]), int(last_nid[i])
+        prev_tid, prev_nid = last_tid[i], last_nid[i]
         last_tid[i], last_nid[i] = tid, cpu_nid
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
         if not priv:
@@ -441,6 +442,6 @@ class NumaBalancing(TaskMoves):
         else:
             diff = -(PERIOD_THRESHOLD - max(lr, ps)) * slot
         task.period_ms = float(np.clip(task.period_ms + diff, self._scan_min(rss), self._scan_max(rss, tid)))
-        task.locality[:] = 0
+        task.locality = [0.0, 0.0, 0.0]
 
     # ------------------------------------------------------------- moves
