@@ -1,4 +1,4 @@
-"""Command line: ``numasim run | validate | policies | machines | workloads``.
+"""Command line: ``numasim run | validate | validation | sweep | calibrate | compare | machine import | k8s import | policies | machines | workloads | schema``.
 
 The only module that prints. A :class:`~numasim.errors.NumasimError` is shown
 as one clear message and exits with status 2; anything else is a bug and
@@ -163,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
         "calibrate", help="fit scenario fields so that predictions match your measurements",
         description="Run the scenario with candidate values of each --fit field (applied like --set) until the "
                     "--target figures match the measured values: Brent's method for one field and one target, "
-                    "Powell's method within the bounds for several. Every run uses the same seeds. Prints the "
+                    "bounded least squares (scipy's trust-region reflective) for several. Every run uses the same seeds. Prints the "
                     "fitted values and the targets' predicted against measured; --json writes them as JSON with the "
                     "--set overrides used. A fitted value must not be judged on the targets it was fitted to. "
                     "Example: numasim calibrate scenarios/pacific.yaml --fit "

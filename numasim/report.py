@@ -124,8 +124,9 @@ def why(result: RunResult) -> list[str]:
             parts.append(f"the busiest interconnect link is {link:.0%} utilised")
         if parts:
             out.append(f"{r.label}: " + "; ".join(parts) + ".")
-    if base is not None and len(rows) > 1:
-        best = max((x for x in rows if result.relative(x[0].label) is not None), key=lambda x: result.relative(x[0].label))
+    ranked = [x for x in rows if result.relative(x[0].label) is not None]
+    if base is not None and len(rows) > 1 and ranked:  # no relative throughput when the baseline did no work
+        best = max(ranked, key=lambda x: result.relative(x[0].label))
         if best[0].label != result.baseline and best[0].locality is not None and base[0].locality is not None:
             out.append(f"{best[0].label} leads: it keeps {best[0].locality:.0%} of accesses local against "
                        f"{base[0].locality:.0%} for {result.baseline}, so fewer of its misses pay the remote latency.")

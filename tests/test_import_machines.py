@@ -55,6 +55,8 @@ def test_epyc_rome_nps4_from_numactl_and_lscpu():
     assert spec["sources"]["sockets"].startswith("imported: lscpu")
     # No MLC: latencies and bandwidths come from a preset, marked and warned.
     assert spec["sources"]["local_latency_ns"].startswith("guessed")
+    # The nearest preset in sockets and cores, then in nodes per socket: the NPS4 one.
+    assert "epyc-7742-nps4 preset" in spec["sources"]["local_latency_ns"]
     assert any("one core complex's" in w for w in warnings)
     m = numasim.load("scenarios/governor.yaml", machine=spec).machine
     assert m.n_nodes == 8 and m.latency[0, 1] / m.latency[0, 0] == pytest.approx(1.2)

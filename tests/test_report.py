@@ -301,3 +301,15 @@ def test_unwritable_output_is_refused_before_simulating(tmp_path, capsys, monkey
     err = capsys.readouterr().err
     assert rc == 2
     assert err.strip() == f"error: {flag} {target}: folder {target.parent} does not exist"
+
+
+def test_why_without_relative_throughputs(result):
+    """A baseline that did no work in the window (a window inside the start-up) gives no
+    relative throughputs: the report still explains each variant, and names no leader."""
+    runs = [dataclasses.replace(r, throughput=0.0, replicates=[]) if r.label == result.baseline else r
+            for r in result.runs]
+    res = dataclasses.replace(result, runs=runs)
+    assert all(res.relative(r.label) is None for r in res.runs)
+    lines = report.why(res)
+    assert lines and not any("leads" in line or "the throughput of" in line for line in lines)
+    assert any("of DRAM accesses local" in line for line in lines)

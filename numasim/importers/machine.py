@@ -47,13 +47,16 @@ def _merge(facts: list[Facts]) -> tuple[dict[str, Any], dict[str, str]]:
     return merged, origin
 
 
-def _closest_preset(sockets: int, cores_per_socket: int) -> tuple[str, dict[str, Any]]:
+def _closest_preset(sockets: int, cores_per_socket: int, nodes_per_socket: int) -> tuple[str, dict[str, Any]]:
+    """The preset nearest in sockets, then cores per socket, then NUMA nodes per socket."""
     from ..model.presets import load_preset, preset_names
 
     best = None
     for name in preset_names("machines"):
         p = load_preset("machines", name)
-        score = (abs(p["sockets"] - sockets), abs(p["cores_per_node"] * p.get("nodes_per_socket", 1) - cores_per_socket))
+        nps = p.get("nodes_per_socket", 1)
+        score = (abs(p["sockets"] - sockets), abs(p["cores_per_node"] * nps - cores_per_socket),
+                 abs(nps - nodes_per_socket))
         if best is None or score < best[0]:
             best = (score, name, p)
     assert best is not None
@@ -141,7 +144,7 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     src.update(nodes_per_socket=f"imported: {origin['cpu_node']}", cores_per_node=f"imported: {origin['cpu_node']}",
                cpu_numbering=f"imported: {origin['cpu_node']}")
 
-    preset_name, preset = _closest_preset(sockets, n // sockets * cores_per_node)
+    preset_name, preset = _closest_preset(sockets, n // sockets * cores_per_node, n // sockets)
 
     def guess(field_name: str, value: Any, why: str = "") -> Any:
         src[field_name] = f"guessed: from the {preset_name} preset{why}; no input gives it"

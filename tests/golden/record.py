@@ -1,7 +1,7 @@
 """Record every shipped scenario's headline figures, per seed, as tests/golden/results.json.
 
 Run from the repository root: ``python tests/golden/record.py``. The golden test
-(tests/test_golden_file.py) compares a fresh run against this file within each
+(tests/test_golden.py) compares a fresh run against this file within each
 figure's seed noise, so an engine change that moves a figure by accident fails.
 Re-record only when a figure moves for a reason written in docs/validation.md.
 """
