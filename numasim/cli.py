@@ -392,7 +392,7 @@ def _cmd_workloads(out: Console) -> int:
         t.add_column(col)
     for name in preset_names("workloads"):
         w = load_preset("workloads", name)
-        t.add_row(name, f"{w['cycles_per_op']:g}", f"{w['llc_misses_per_op']:g}", f"{w.get('mlp', 1):g}",
+        t.add_row(name, f"{w['cycles_per_op']:g}", f"{w['llc_misses_per_op']:g}", str(w.get("mlp", 1)),
                   f"{w.get('dependent_fraction', 0):g}", f"{w.get('write_fraction', 0):.2g}",
                   f"{w.get('shared_fraction', 1):g}", w.get("description", ""))
     out.print(t)

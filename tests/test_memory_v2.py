@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import numasim
 from numasim.model.machine import Machine, MachineSpec
 from numasim.model.presets import load_preset
+from numasim.sim.perf import lines_in_flight
 
 from .conftest import run_small, small_scenario
 
@@ -157,6 +161,36 @@ def test_core_mlp_caps_what_one_thread_overlaps():
     stream = {**STREAMY, "mlp": 16, "cycles_per_op": 1}
     capped, free = _tput(_one_pod(stream, core_mlp=4)), _tput(_one_pod(stream))
     assert 3.6 < free / capped < 4.0  # the memory part takes 4x; the half-ns of computing does not
+
+
+def test_thread_mlp_limits_a_stream_and_core_mlp_what_its_siblings_add():
+    stream = {**STREAMY, "mlp": "hardware", "cycles_per_op": 1}
+    # A machine that does not give its lines in flight: a stream keeps 16, exactly as mlp 16 (v1).
+    assert _tput(_one_pod(stream)) == _tput(_one_pod({**stream, "mlp": 16}))
+    # Far from the node's bandwidth, one thread's rate follows the lines it keeps.
+    assert 1.8 < _tput(_one_pod(stream, thread_mlp=8)) / _tput(_one_pod(stream, thread_mlp=4)) < 2.0
+    # A workload that overlaps fewer misses than a thread keeps does not notice the limit.
+    two = {**stream, "mlp": 2}
+    assert _tput(_one_pod(two, thread_mlp=8)) == pytest.approx(_tput(_one_pod(two)), rel=1e-6)  # touch differs
+    # Siblings share the core's lines: as many as one thread's, no gain; twice, each keeps its own.
+    assert _siblings(stream, thread_mlp=4) == pytest.approx(0.5, abs=0.05)  # no core_mlp: the v1 split
+    assert _siblings(stream, thread_mlp=4, core_mlp=4) == pytest.approx(0.5, abs=0.05)
+    assert _siblings(stream, thread_mlp=4, core_mlp=6) == pytest.approx(0.75, abs=0.05)
+    assert _siblings(stream, thread_mlp=4, core_mlp=8) > 0.95
+    # A thread that keeps fewer lines than its share of the core loses nothing to a sibling.
+    assert _siblings(two, thread_mlp=4, core_mlp=4) > 0.95
+
+
+@given(mlp=st.floats(1, 64), thread=st.floats(1, 1024) | st.just(math.inf),
+       core=st.floats(1, 1024) | st.just(math.inf), k=st.integers(1, 8))
+def test_lines_in_flight_never_exceed_the_core_and_fall_with_siblings(mlp, thread, core, k):
+    alone = lines_in_flight(mlp, thread, core, 1)
+    shared = lines_in_flight(mlp, thread, core, k)
+    assert 1.0 <= shared <= alone <= max(1.0, min(mlp, thread, core))
+    if math.isfinite(core):
+        assert k * shared <= max(core, k) * (1 + 1e-12)  # the siblings together keep at most the core's lines
+    else:
+        assert shared == max(1.0, alone / k)  # v1: the siblings split what one thread keeps
 
 
 def _machine(**over: Any) -> Machine:

@@ -8,6 +8,7 @@ policies use, with numpy arrays indexed by OS CPU id and by node.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -30,6 +31,9 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 Latency = Annotated[float, Field(ge=1, le=100_000)]  # ns
 Bandwidth = Annotated[float, Field(ge=0.01, le=100_000)]  # GB/s
 
+# Lines one thread keeps in flight streaming where the machine does not say (thread_mlp): Little's law
+# on about 12 GB/s per core at about 85 ns (a Skylake-like core; the v1 stream preset's mlp).
+STREAM_MLP = 16.0
 MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance.md)
 
 
@@ -113,9 +117,17 @@ class MachineSpec(Spec):
     memory_nodes: list[MemoryNodeSpec] = Field(
         default_factory=list, max_length=64,
         description="NUMA nodes with memory and no CPUs (CXL expanders, HBM), numbered after the CPU nodes")
+    thread_mlp: float | None = Field(
+        default=None, ge=1, le=1024,
+        description="cache lines one hardware thread alone keeps in flight when it streams from memory (its share of "
+                    "the fill buffers and prefetch streams), calibrated from a published one-thread bandwidth (see "
+                    "calibration/thread_mlp.py): what a workload with mlp: hardware overlaps, and the most any thread "
+                    "overlaps (default: no limit; mlp: hardware then means 16)")
     core_mlp: float | None = Field(
         default=None, ge=1, le=1024,
-        description="cache misses one core keeps in flight (its fill buffers / L2 miss queue): the most any thread overlaps (default: no limit)")
+        description="cache lines one core keeps in flight with all its hardware threads busy (its fill buffers / L2 "
+                    "miss queue): SMT siblings share it, each keeping at most thread_mlp (default: the siblings split "
+                    "what one thread keeps)")
     c2c_local_ns: Latency | None = Field(
         default=None, description="latency of a load that hits a line modified in another core's cache on the same socket (MLC --c2c_latency, HITM), ns")
     c2c_remote_ns: Latency | None = Field(
@@ -308,7 +320,13 @@ class Machine:
     curve: LoadedLatencyCurve  # DRAM's, also the interconnect links'
     node_curve: LoadedLatencyCurve  # per memory node (arrays a, b): DRAM's, or a CPU-less node's own
     write_cost: float  # DRAM bandwidth one write-back uses, in reads
-    core_mlp: float  # misses one core keeps in flight (inf: no limit)
+    thread_mlp: float  # lines one hardware thread keeps in flight (inf: no limit)
+    core_mlp: float  # lines one core keeps in flight, its siblings together (inf: they split one thread's)
+
+    @property
+    def stream_mlp(self) -> float:
+        """Lines a prefetchable stream keeps in flight on one thread (``mlp: hardware``)."""
+        return self.thread_mlp if math.isfinite(self.thread_mlp) else STREAM_MLP
 
     @property
     def name(self) -> str:
@@ -440,7 +458,8 @@ class Machine:
             arr.setflags(write=False)
         return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, node_curve=node_curve,
                    interconnect=interconnect,
-                   write_cost=write_cost, core_mlp=float(spec.core_mlp or np.inf), **arrays)
+                   write_cost=write_cost, thread_mlp=float(spec.thread_mlp or np.inf),
+                   core_mlp=float(spec.core_mlp or np.inf), **arrays)
 
 
 _CPULIST_ITEM = re.compile(r"^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$")

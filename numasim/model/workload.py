@@ -9,7 +9,7 @@ instances of a workload run, with how many threads, CPUs and how much memory.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 from .spec import Cpu, Duration, Size, Spec, Text
@@ -59,7 +59,11 @@ class WorkloadProfile(Spec):
     description: Text = Field(default="", max_length=4000, description="free text")
     cycles_per_op: float = Field(gt=0, le=1e12, description="core cycles per operation, DRAM stalls excluded")
     llc_misses_per_op: float = Field(ge=0, le=1e9, description="last-level cache misses served by DRAM per operation")
-    mlp: float = Field(default=1.0, ge=1.0, le=64.0, description="memory-level parallelism: independent misses in flight at once (capped by the machine's core_mlp)")
+    mlp: Annotated[float, Field(ge=1.0, le=64.0)] | Literal["hardware"] = Field(
+        default=1.0,
+        description="memory-level parallelism: independent misses in flight at once, capped by what a hardware "
+                    "thread keeps (the machine's thread_mlp and core_mlp); hardware: a prefetchable stream, as many "
+                    "as the thread keeps (thread_mlp, or 16 where the machine does not give it)")
     dependent_fraction: float = Field(
         default=0.0, ge=0.0, le=1.0,
         description="share of the misses whose address depends on the previous miss (pointer chasing): they never overlap")

@@ -159,8 +159,10 @@ class CpuRuntime:
 
         - the siblings split the core's out-of-order window (Hyper-Threading gives each
           active thread half the reorder, load and store buffers; docs/model.md), so
-          each overlaps ``1/k`` of the independent misses it overlaps alone, never
-          fewer than one: its overlapped-miss time grows by ``r = mlp / max(1, mlp / k)``;
+          each keeps at most ``core_mlp / k`` lines in flight, or, where the machine
+          does not give ``core_mlp``, ``1/k`` of what it keeps alone, never fewer than
+          one (:func:`numasim.sim.perf.lines_in_flight`): its overlapped-miss time grows
+          by ``r = p_smt_r[tid][k]``;
         - its computing stretches by a factor ``s >= 1`` common to the core: the least
           at which the siblings' demand for the core's busiest execution resource,
           ``sum(u_j * a_j * f_j)``, fits the core, where ``u_j`` is the share of it
@@ -176,7 +178,7 @@ class CpuRuntime:
         """
         m = self.machine
         nr, t_cpu, rq = self.nr, self.t_cpu, self.rq
-        cshare, ishare, mlp, pipe = self.r_cshare, self.r_ishare, self.p_mlp, self.p_pipe
+        cshare, ishare, smt_r, pipe = self.r_cshare, self.r_ishare, self.p_smt_r, self.p_pipe
         memo: dict[int, tuple[float, int]] = {}
         out = []
         for tid in tids:
@@ -187,14 +189,14 @@ class CpuRuntime:
             if k <= 1:
                 out.append(1.0)
                 continue
-            r = mlp[tid] / max(1.0, mlp[tid] / k)
+            r = smt_r[tid][k]
             if key not in memo:
                 terms = []
                 for sib in sibs:
                     q = rq[sib]
                     if q:
                         a = sum(cshare[t] for t in q) / len(q)
-                        b = sum(ishare[t] * mlp[t] / max(1.0, mlp[t] / k) for t in q) / len(q)
+                        b = sum(ishare[t] * smt_r[t][k] for t in q) / len(q)
                         bb = sum(ishare[t] for t in q) / len(q)
                         u = sum(pipe[t] * cshare[t] for t in q) / len(q) / a if a > 0 else 0.0
                         terms.append((a, b + 1.0 - a - bb, u))

@@ -40,7 +40,7 @@ from ..policies.api import (
     Policy,
 )
 from .memory import CHUNK, Memory
-from .perf import LINE
+from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import CpuRuntime
@@ -145,8 +145,15 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.p_cycles = [pr.cycles_per_op for pr in prof]
         self.p_misses = [float(pr.llc_misses_per_op) for pr in prof]
         # Misses per op stall for d + (1 - d) / mlp latencies: the dependent ones in full, the
-        # others overlapped up to what the core keeps in flight. p_ind: the overlapped part's share.
-        self.p_mlp = [min(float(pr.mlp), machine.core_mlp) for pr in prof]
+        # others overlapped up to what a hardware thread keeps in flight. p_ind: the overlapped
+        # part's share. p_smt_r[t][k]: how much longer the overlapped part takes with k busy
+        # hardware threads on the core (docs/model.md, SMT by stall).
+        mlps = [machine.stream_mlp if pr.mlp == "hardware" else float(pr.mlp) for pr in prof]
+        tmlp, cmlp = machine.thread_mlp, machine.core_mlp
+        self.p_mlp = [lines_in_flight(w, tmlp, cmlp, 1) for w in mlps]
+        ways = machine.spec.threads_per_core if machine.smt else 1
+        self.p_smt_r = [[m / lines_in_flight(w, tmlp, cmlp, max(k, 1)) for k in range(ways + 1)]
+                        for w, m in zip(mlps, self.p_mlp)]
         self.p_stall = [pr.dependent_fraction + (1 - pr.dependent_fraction) / m for pr, m in zip(prof, self.p_mlp)]
         self.p_ind = [(1 - pr.dependent_fraction) / m / st for pr, m, st in zip(prof, self.p_mlp, self.p_stall)]
         # SMT: the share of its core's busiest execution resource a thread uses while computing,

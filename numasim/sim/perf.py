@@ -34,6 +34,7 @@ queue, not a fixed latency, absorbs the overload.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,6 +192,24 @@ def solve_rates(
         link_util=v,
         link_traffic=traffic,
     )
+
+
+def lines_in_flight(mlp: float, thread_mlp: float, core_mlp: float, k: int) -> float:
+    """Independent misses one thread overlaps with ``k`` busy hardware threads on its core.
+
+    Alone it keeps what its workload allows, at most what one hardware thread keeps
+    (``thread_mlp``) and what its core keeps (``core_mlp``). With ``k`` busy siblings the
+    core's lines are shared: each keeps at most ``core_mlp / k``. Where the machine does
+    not give ``core_mlp`` (infinite), the siblings split what one thread keeps alone (the
+    v1 rule: Hyper-Threading halves each thread's reorder and load buffers). Never fewer
+    than one.
+    """
+    alone = max(1.0, min(mlp, thread_mlp, core_mlp))
+    if k <= 1:
+        return alone
+    if math.isinf(core_mlp):
+        return max(1.0, alone / k)
+    return max(1.0, min(mlp, thread_mlp, core_mlp / k))
 
 
 def refill_ns(nbytes: float, latency_ns: float, mlp: float) -> float:

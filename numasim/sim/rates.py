@@ -15,7 +15,6 @@ from .state import TOUCH, WORK
 
 __all__ = ["Rates"]
 
-TOUCH_MLP = 16.0  # first-touch writes stream like STREAM's stores (the stream preset's mlp)
 SMT_ROUNDS = 20  # at most this many solves at one instant to settle SMT capacities with latencies
 SMT_TOL = 1e-3
 REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes within 25 ms
@@ -117,7 +116,8 @@ class Rates:
 
         A working thread's operation is its workload's; a thread touching its memory
         at start-up writes one cache line per operation, as a streaming store that
-        overlaps ``TOUCH_MLP`` misses, so first touch also queues for bandwidth.
+        overlaps as many misses as a stream (``mlp: hardware``), so first touch also queues
+        for bandwidth.
         """
         cpu = _gather(self.t_cpu, tids)
         compute = _gather(self.p_cycles, tids) / self.f_cpu[np.maximum(cpu, 0)]
@@ -132,7 +132,7 @@ class Rates:
             tt = tids[touching]
             compute[touching] = LINE / _gather(self.p_touch, tt)
             misses[touching] = 1.0
-            stall[touching] = 1.0 / TOUCH_MLP
+            stall[touching] = 1.0 / self.machine.stream_mlp
             ind[touching] = 1.0
             acc[touching] = self._touch_target(tt)
             if writes is not None:
