@@ -77,6 +77,24 @@ def test_swap_rules_by_kernel_version():
     assert old.o.numa_balancing_kernel == "3.13"
 
 
+def test_the_load_balancer_resists_moves_off_the_preferred_node_after_3_13_only():
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFSOptions
+    from numasim.policies.numab import NumaBalancing
+
+    m = machine_preset("pacific-broadwell")
+    node0, node1 = (int(np.flatnonzero(m.cpu_node == n)[0]) for n in (0, 1))
+    for kernel, resists in [("3.13", False), ("4.4", True), ("6.1", True)]:
+        nb = NumaBalancing(m, CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel),
+                           np.random.default_rng(1), 2, 117)
+        nb._task(7).preferred = 0
+        # NUMA_RESIST_LOWER was off by default in 3.13; the v4 series made leaving the preferred node degrade.
+        assert nb.degrades_locality(7, node0, node1, idle=False) is resists
+        # Toward the preferred node, or for a task without one, nothing resists.
+        assert not nb.degrades_locality(7, node1, node0, idle=False)
+        assert not nb.degrades_locality(8, node0, node1, idle=False)
+
+
 def test_the_kernel_rule_is_an_option_of_the_scenario():
     data = small_scenario(policies=[{"label": "old", "policy": "cfs",
                                      "options": {"numa_balancing": True, "numa_balancing_kernel": "3.13"}}],
