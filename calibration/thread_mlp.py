@@ -14,11 +14,13 @@ names what each preset's lines were fitted on).
 Usage:
   python calibration/thread_mlp.py PRESET GBPS [--cycles-per-op 1.1] [--write-fraction 0] [--set FIELD=VALUE]
   python calibration/thread_mlp.py PRESET GBPS --siblings --thread-mlp T
+  python calibration/thread_mlp.py --check     # each preset's value still moves its published figure
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import yaml
 
@@ -26,6 +28,16 @@ from numasim.model.scenario import from_dict
 from numasim.runner import run_variant
 
 LINE = 64
+
+# What each preset's thread_mlp was fitted on (docs/validation.md): preset, published one-thread GB/s, the
+# kernel's write-backs per miss (STREAM Triad 1/3), machine fields of the measured host. Presets that share a
+# core take the first one's value. `--check` (and tests/test_calibrate.py) verifies that each preset's
+# thread_mlp still moves its figure in the model.
+CALIBRATIONS: list[tuple[str, float, float, dict]] = [
+    ("haswell-2699v3", 19.9, 1 / 3, {"local_latency_ns": 91}),
+    ("skylake-8180", 12.0, 1 / 3, {}),
+    ("epyc-7742-nps1", 19.9, 0.0, {}),
+]
 
 
 def bandwidth_gbps(preset: str, lines: float, *, cycles_per_op: float, write_fraction: float,
@@ -70,8 +82,24 @@ def calibrate(preset: str, target_gbps: float, **kw) -> tuple[float, float]:
     return hi, bandwidth_gbps(preset, hi, **kw)
 
 
+def check() -> list[tuple[str, float, float]]:
+    """(preset, published GB/s, the model's GB/s with the preset's thread_mlp) for each calibration."""
+    from numasim.model.presets import load_preset
+
+    out = []
+    for preset, gbps, writes, machine_set in CALIBRATIONS:
+        lines = load_preset("machines", preset)["thread_mlp"]
+        out.append((preset, gbps, bandwidth_gbps(preset, lines, cycles_per_op=1.1, write_fraction=writes,
+                                                 machine_set=machine_set)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if "--check" in sys.argv[1:]:
+        for preset, gbps, got in check():
+            print(f"{preset}: published {gbps} GB/s, model {got:.2f} GB/s ({100 * (got / gbps - 1):+.1f} %)")
+        return
     ap.add_argument("preset")
     ap.add_argument("gbps", type=float, help="the published one-core bandwidth, GB/s")
     ap.add_argument("--cycles-per-op", type=float, default=1.1,
