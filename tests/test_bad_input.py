@@ -256,6 +256,17 @@ def test_machine_of_the_wrong_type(tmp_path, capsys):
     assert "machine.str" not in line
 
 
+@pytest.mark.parametrize("mlp, words", [("hard", ("a valid number", "'hardware'", "got 'hard'")),
+                                         (100, ("less than or equal to 64", "'hardware'", "got 100"))])
+def test_mlp_is_a_number_or_hardware_said_once(tmp_path, capsys, mlp, words):
+    d = copy.deepcopy(BASE)
+    d["workloads"] = {"w": {"base": "stream", "mlp": mlp}}
+    d["pods"][0]["profile"] = "w"
+    path = scenario(tmp_path, d)
+    line = expect_error(capsys, ["validate", path], path, "workloads.w.mlp", *words)
+    assert "constrained" not in line
+
+
 def test_numactl_node_that_does_not_exist(tmp_path, capsys, machine):
     bad = machine.n_nodes
     path = scenario(tmp_path, with_options(1, {"cpunodebind": [[0], [bad]], "membind": [[0], [0]]}))

@@ -59,7 +59,8 @@ _UNION_TAGS = frozenset({"str", "int", "float", "bool", "bytes", "none", "dict",
 
 
 def _is_tag(part: Any) -> bool:
-    return isinstance(part, str) and ("[" in part or part.startswith("function-") or part in _UNION_TAGS)
+    return isinstance(part, str) and ("[" in part or part.startswith(("function-", "constrained-"))
+                                      or part in _UNION_TAGS)
 
 
 def _allowed(model: type[BaseModel], key: str) -> str:
