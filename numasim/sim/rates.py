@@ -30,10 +30,15 @@ class Rates:
     def _flush_miss_node(self, tids) -> None:
         """Spread the misses counted since the access rows of ``tids`` last changed over the nodes."""
         pending = self._miss_pending
-        for tid in tids:
-            if pending[tid]:
-                self.c_miss_node[tid] += pending[tid] * self.r_access[tid]
-                pending[tid] = 0.0
+        due = [tid for tid in tids if pending[tid]]
+        if len(due) == 1:
+            tid = due[0]
+            self.c_miss_node[tid] += pending[tid] * self.r_access[tid]
+        elif due:  # a solve flushes every thread: one array operation (the same sums, element by element)
+            rows = np.array(due)
+            self.c_miss_node[rows] += np.array([pending[tid] for tid in due])[:, None] * self.r_access[rows]
+        for tid in due:
+            pending[tid] = 0.0
 
     def _integrate_one(self, tid: int) -> None:
         """Bring one thread's counters up to now, in scalar arithmetic."""
