@@ -173,9 +173,9 @@ class TaskMoves:
         In v3.13 the check was a scheduler feature off by default (``NUMA_RESIST_LOWER``):
         the ``3.13`` era never resists. The v4 series folded it into an always-on check (the
         ``4.4`` and ``6.1`` eras): a move off the preferred node degrades locality.
-        Simplified: the kernel says so only while the
-        source runqueue holds a task that is not on its own preferred node
-        (``nr_running > nr_preferred_running``); the model always does (docs/model.md).
+        Simplified: the kernel says so only while the source runqueue holds a task that is
+        not on its own preferred node (``nr_running > nr_preferred_running``); the model
+        always does (docs/model.md).
         """
         if self.o.numa_balancing_kernel == "3.13":
             return False
