@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numasim.model.interconnect import Interconnect
-from numasim.model.machine import LoadedLatencyCurve
+from numasim.model.curve import LoadedLatencyCurve
 from numasim.sim.perf import RateInputs, solve_rates
 
 CURVE = LoadedLatencyCurve(a=2.0, b=5.0)

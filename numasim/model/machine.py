@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
-from scipy.optimize import curve_fit
 
+from .curve import LoadedLatencyCurve
 from .interconnect import Interconnect, build_interconnect, socket_routes
 from .spec import Size, Spec, Text
 
@@ -128,6 +128,15 @@ class MachineSpec(Spec):
         description="cache lines one core keeps in flight with all its hardware threads busy (its fill buffers / L2 "
                     "miss queue): SMT siblings share it, each keeping at most thread_mlp (default: the siblings split "
                     "what one thread keeps)")
+    cores_per_chiplet: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="cores that reach the memory controllers through one link (an AMD EPYC CCD on its I/O die: "
+                    "8 on Zen 2 to Zen 4); cores are numbered node by node, so chiplet k holds cores "
+                    "k x cores_per_chiplet onwards; needs chiplet_gbps (default: no such link)")
+    chiplet_gbps: Bandwidth | None = Field(
+        default=None,
+        description="what one chiplet's link to the memory controllers carries, reads and write-backs together, "
+                    "GB/s, measured by streaming from all of one chiplet's cores (docs/model.md)")
     c2c_local_ns: Latency | None = Field(
         default=None, description="latency of a load that hits a line modified in another core's cache on the same socket (MLC --c2c_latency, HITM), ns")
     c2c_remote_ns: Latency | None = Field(
@@ -167,6 +176,12 @@ class MachineSpec(Spec):
             if mn.socket >= self.sockets:
                 raise ValueError(f"memory_nodes[{k}] is attached to socket {mn.socket}, but the machine has "
                                  f"sockets 0-{self.sockets - 1}")
+        if (self.cores_per_chiplet is None) != (self.chiplet_gbps is None):
+            raise ValueError("give cores_per_chiplet and chiplet_gbps together (the cores behind one link and "
+                             "what the link carries), or neither")
+        if self.cores_per_chiplet is not None and self.cores_per_node % self.cores_per_chiplet:
+            raise ValueError(f"cores_per_node ({self.cores_per_node}) must be a multiple of cores_per_chiplet "
+                             f"({self.cores_per_chiplet}): a chiplet's cores are in one NUMA node")
         if self.routers and self.links is None:
             raise ValueError("routers need links: the links say which sockets and routers each router joins")
         if self.links is not None:
@@ -209,34 +224,6 @@ class MachineSpec(Spec):
         if max(bws) > self.loaded_latency_peak_gbps * 1.0001:
             raise ValueError("loaded_latency bandwidths must not exceed loaded_latency_peak_gbps")
         return self
-
-
-@dataclass(frozen=True)
-class LoadedLatencyCurve:
-    """Latency multiplier as a function of bandwidth utilisation.
-
-    ``g(u) = 1 + a * u**b`` for utilisation ``u`` in [0, 1], fitted (least
-    squares, scipy) to measured loaded-latency points normalised by their idle
-    latency and peak bandwidth. At ``u = 1`` the multiplier is ``1 + a``.
-    """
-
-    a: float | NDArray[np.float64]  # arrays: one curve per memory node
-    b: float | NDArray[np.float64]
-
-    def __call__(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
-        return 1.0 + self.a * np.clip(u, 0.0, 1.0) ** self.b
-
-    @staticmethod
-    @functools.lru_cache(maxsize=64)
-    def fit(points: tuple[tuple[float, float], ...], peak_gbps: float) -> "LoadedLatencyCurve":
-        bw = np.array([p[0] for p in points]) / peak_gbps
-        ratio = np.array([p[1] for p in points]) / points[0][1]
-
-        def g(u: NDArray[np.float64], a: float, b: float) -> NDArray[np.float64]:
-            return 1.0 + a * u**b
-
-        (a, b), _ = curve_fit(g, bw, ratio, p0=(2.0, 4.0), bounds=([0.0, 1.0], [20.0, 40.0]))
-        return LoadedLatencyCurve(float(a), float(b))
 
 
 def _interconnect_of(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Interconnect:
@@ -322,6 +309,8 @@ class Machine:
     write_cost: float  # DRAM bandwidth one write-back uses, in reads
     thread_mlp: float  # lines one hardware thread keeps in flight (inf: no limit)
     core_mlp: float  # lines one core keeps in flight, its siblings together (inf: they split one thread's)
+    cpu_chiplet: NDArray[np.int64] | None  # the chiplet (link to the memory controllers) of each CPU, or None
+    chiplet_bandwidth: NDArray[np.float64]  # bytes/ns each chiplet's link carries (empty: no such links)
 
     @property
     def stream_mlp(self) -> float:
@@ -447,13 +436,16 @@ class Machine:
             distance=distance,
             node_memory=node_memory,
             node_bandwidth=node_bandwidth,
+            cpu_chiplet=None if spec.cores_per_chiplet is None else cpu_core // spec.cores_per_chiplet,
+            chiplet_bandwidth=np.full(ncores // (spec.cores_per_chiplet or ncores + 1), spec.chiplet_gbps or 0.0),
             c2c=_c2c(spec, latency, node_socket),
             c2c_not_writer_homed=np.where(
                 node_socket[:, None] != node_socket[None, :],
                 (spec.c2c_remote_reader_homed_ns or spec.c2c_remote_ns or 0.0) - (spec.c2c_remote_ns or 0.0), 0.0),
         )
         for arr in arrays.values():
-            arr.setflags(write=False)
+            if arr is not None:
+                arr.setflags(write=False)
         for arr in node_cpus:
             arr.setflags(write=False)
         return cls(spec=spec, core_cpus=core_cpus, node_cpus=node_cpus, curve=curve, node_curve=node_curve,

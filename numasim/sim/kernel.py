@@ -251,6 +251,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.r_ishare = [0.0] * nt  # share spent in overlapped misses (SMT shares them)
         self._x = np.ones(n)
         self._y = np.ones(len(machine.interconnect.bandwidth))
+        self._z = np.ones(len(machine.chiplet_bandwidth))
         self._dirty = False
         self._solve_at = -1  # the instant a solve is pending for
 

@@ -41,9 +41,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..model.interconnect import Interconnect
-from ..model.machine import LoadedLatencyCurve
+from ..model.curve import LoadedLatencyCurve
 
-__all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_efficiency", "LINE"]
+__all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_efficiency", "LINE", "thread_latency"]
 
 LINE = 64  # bytes per cache line
 _MAX_MULTIPLIER = 1e4
@@ -63,6 +63,7 @@ class RateInputs:
     extra_link: NDArray[np.float64]  # N x N, bytes/ns from memory node j to CPU node i at [i, j]
     writes: NDArray[np.float64] | None = None  # dirty write-backs per miss (default none)
     coherence_ns: NDArray[np.float64] | None = None  # cache-to-cache stall per operation (default none)
+    chiplet: NDArray[np.int64] | None = None  # the chiplet link each thread's misses cross (default none)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class RateSolution:
     lmat: NDArray[np.float64]  # loaded latency matrix [CPU node, memory node], ns
     link_util: NDArray[np.float64]  # per interconnect link
     link_traffic: NDArray[np.float64]  # per interconnect link, bytes/ns in its direction
+    z: NDArray[np.float64]  # latency multiplier per chiplet link (of the local latency)
+    chiplet_util: NDArray[np.float64]  # per chiplet link
 
 
 def solve_rates(
@@ -91,10 +94,12 @@ def solve_rates(
     curve: LoadedLatencyCurve,
     write_cost: float = 1.0,
     node_curve: LoadedLatencyCurve | None = None,
+    chiplet_bandwidth: NDArray[np.float64] | None = None,
     tol: float = 1e-7,
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
     y0: NDArray[np.float64] | None = None,
+    z0: NDArray[np.float64] | None = None,
 ) -> RateSolution:
     """Solve the loaded-latency fixed point for the running threads.
 
@@ -114,7 +119,10 @@ def solve_rates(
         memory nodes' unless ``node_curve`` gives one per node).
     write_cost
         Memory bandwidth a write-back uses, in reads.
-    x0, y0
+    chiplet_bandwidth
+        Bytes/ns each chiplet's link to the memory controllers carries, reads and
+        write-backs together (with ``inp.chiplet``; default: no such links).
+    x0, y0, z0
         A starting point (the previous solution), to converge in fewer steps.
     """
     n = len(node_bandwidth)
@@ -133,8 +141,13 @@ def solve_rates(
     has_writes = bool(np.any(writes > 0))
     coherence = 0.0 if inp.coherence_ns is None else inp.coherence_ns
 
+    chip_bw = np.zeros(0) if chiplet_bandwidth is None or inp.chiplet is None else chiplet_bandwidth
+    chip = inp.chiplet if len(chip_bw) else None
+    own_local = local_lat[inp.cpu_node]  # a chiplet link's queue delays every miss in units of this
     x = np.ones(n) if x0 is None else x0.copy()
     y = np.ones(len(link_bw)) if y0 is None else y0.copy()
+    z = np.ones(len(chip_bw)) if z0 is None else z0.copy()
+    w = np.zeros(len(chip_bw))
     rate = np.zeros(t)
     lat = np.zeros(t)
     node_load = inp.extra_node.copy()
@@ -153,7 +166,7 @@ def solve_rates(
     for it in range(1, max_iter + 1):
         ymat = path_multiplier(y)
         lmat = local_lat[None, :] * x[None, :] + hop * ymat
-        lat = np.einsum("tn,tn->t", inp.access, lmat[inp.cpu_node]) if t else lat
+        lat = thread_latency(inp.access, lmat, inp.cpu_node, own_local, z, chip) if t else lat
         tau = inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
         rate = inp.capacity / tau
         reads = (rate * inp.misses * LINE)[:, None] * inp.access  # T x N bytes/ns
@@ -173,6 +186,12 @@ def solve_rates(
         err = np.max(np.abs(np.log(tx / x)))
         if len(y):
             err = max(err, np.max(np.abs(np.log(ty / y))))
+        if chip is not None:
+            out = rate * inp.misses * LINE * (1.0 + writes)  # every line read and written back crosses it
+            w = np.bincount(chip, weights=out, minlength=len(chip_bw)) / chip_bw
+            tz = np.minimum(np.maximum(curve(w), z * w), _MAX_MULTIPLIER)
+            err = max(err, np.max(np.abs(np.log(tz / z))))
+            z = np.sqrt(z * tz)
         x = np.sqrt(x * tx)
         y = np.sqrt(y * ty)
         if err < tol:
@@ -191,7 +210,25 @@ def solve_rates(
         lmat=lmat,
         link_util=v,
         link_traffic=traffic,
+        z=z,
+        chiplet_util=w,
     )
+
+
+def thread_latency(
+    access: NDArray[np.float64],
+    lmat: NDArray[np.float64],
+    cpu_node: NDArray[np.int64],
+    own_local: NDArray[np.float64],
+    z: NDArray[np.float64],
+    chiplet: NDArray[np.int64] | None,
+) -> NDArray[np.float64]:
+    """Mean loaded latency of each thread's misses: its access row over the loaded latency
+    matrix, plus the wait at its chiplet's link (``own_local`` x (z - 1), every miss crosses it)."""
+    lat = np.einsum("tn,tn->t", access, lmat[cpu_node])
+    if chiplet is not None:
+        lat = lat + own_local * (z[chiplet] - 1.0)
+    return lat
 
 
 def lines_in_flight(mlp: float, thread_mlp: float, core_mlp: float, k: int) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .perf import LINE, RateInputs, solve_rates
+from .perf import LINE, RateInputs, solve_rates, thread_latency
 from .state import TOUCH, WORK
 
 __all__ = ["Rates"]
@@ -183,8 +183,11 @@ class Rates:
         if tids.size == 0:
             return
         compute, misses, stall, acc, ind, _writes, coherence = self._phase_params(tids)
-        nodes = self.machine.cpu_node[_gather(self.t_cpu, tids)]
-        lat = np.einsum("tn,tn->t", acc, self._lmat[nodes])
+        m = self.machine
+        cpus = _gather(self.t_cpu, tids)
+        nodes = m.cpu_node[cpus]
+        chip = None if m.cpu_chiplet is None else m.cpu_chiplet[cpus]
+        lat = thread_latency(acc, self._lmat, nodes, np.diag(m.latency)[nodes], self._z, chip)
         self._flush_miss_node(tids.tolist())
         self.r_access[tids] = acc
         local = acc[np.arange(tids.size), nodes]
@@ -263,11 +266,12 @@ class Rates:
             extra_link=extra_link,
             writes=writes,
             coherence_ns=coherence,
+            chiplet=None if m.cpu_chiplet is None else m.cpu_chiplet[self.v_thread_cpu[act]],
         )
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
-                          x0=self._x, y0=self._y)
+                          m.chiplet_bandwidth, x0=self._x, y0=self._y, z0=self._z)
         self.n_solves += 1
-        self._x, self._y, self._lmat = sol.x, sol.y, sol.lmat
+        self._x, self._y, self._z, self._lmat = sol.x, sol.y, sol.z, sol.lmat
         self._lmat_diag = np.diag(sol.lmat).tolist()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
