@@ -37,6 +37,8 @@ CALIBRATIONS: list[tuple[str, float, float, dict]] = [
     ("haswell-2699v3", 19.9, 1 / 3, {"local_latency_ns": 91}),
     ("skylake-8180", 12.0, 1 / 3, {}),
     ("epyc-7742-nps1", 19.9, 0.0, {}),
+    ("epyc-9654-nps1", 37.0, 0.0, {}),
+    ("sapphirerapids-8480", 12.5, 0.0, {"local_latency_ns": 129.3}),
 ]
 
 

@@ -106,9 +106,9 @@ def why(result: RunResult) -> list[str]:
             return float(np.mean(vals)) if vals else None
         node = np.asarray([ts["node_gbps"][i] for i in idx], dtype=float) if ts.get("node_gbps") and idx else None
         rows.append((r, mean("latency_local_ns"), mean("latency_remote_ns"), mean("link_util_max"),
-                     float(node.max()) if node is not None and node.size else None))
+                     float(node.max()) if node is not None and node.size else None, mean("chiplet_util_max")))
     base = next((x for x in rows if x[0].label == result.baseline), None)
-    for r, lat_l, lat_r, link, node_peak in rows:
+    for r, lat_l, lat_r, link, node_peak, chiplet in rows:
         parts = []
         rel = result.relative(r.label)
         if rel is not None and r.label != result.baseline:
@@ -122,6 +122,8 @@ def why(result: RunResult) -> list[str]:
             parts.append(f"the busiest node moves {node_peak:.1f} GB/s")
         if link is not None and link > 0:
             parts.append(f"the busiest interconnect link is {link:.0%} utilised")
+        if chiplet is not None and chiplet > 0:
+            parts.append(f"the busiest chiplet link is {chiplet:.0%} utilised")
         if parts:
             out.append(f"{r.label}: " + "; ".join(parts) + ".")
     ranked = [x for x in rows if result.relative(x[0].label) is not None]

@@ -251,7 +251,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.r_ishare = [0.0] * nt  # share spent in overlapped misses (SMT shares them)
         self._x = np.ones(n)
         self._y = np.ones(len(machine.interconnect.bandwidth))
-        self._z = np.ones(len(machine.chiplet_bandwidth))
+        self._chiplet_wait = np.zeros(len(machine.chiplet_bandwidth))  # ns per miss at each chiplet link
+        self.r_chiplet_util = np.zeros(len(machine.chiplet_bandwidth))
         self._dirty = False
         self._solve_at = -1  # the instant a solve is pending for
 
@@ -461,6 +462,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "link_load": self.r_link_load,
             "link_util": self.r_link_util,
             "link_traffic": self.r_link_traffic,
+            "chiplet_util": self.r_chiplet_util,
             # Mean loaded latency of a node's own memory and of the others', at the last solve (ns).
             "lat_local": float(np.mean(np.diag(self._lmat))),
             "lat_remote": float(self._lmat[~np.eye(len(self._lmat), dtype=bool)].mean()) if len(self._lmat) > 1 else np.nan,

@@ -25,7 +25,11 @@ that cross it:
 
     L[i, j] = L0[j, j] * x_j + (L0[i, j] - L0[j, j]) * mean_{l on route i<-j} y_l
 
-with ``x_j = g(u_j)`` and ``y_l = g(v_l)``. Because rates fall as latency
+with ``x_j = g(u_j)`` and ``y_l = g(v_l)``. On a machine with chiplet links
+(AMD's CCD-to-I/O-die link), every line a thread reads or writes back also
+crosses its chiplet's link, an M/D/1 queue: each miss waits
+``S w / (2 (1 - w))`` with ``S = 64 B / bandwidth`` and ``w`` the link's
+utilisation, solved at each step by bisection. Because rates fall as latency
 rises, the coupled system has one fixed point, found by damped iteration.
 Beyond the measured peak (``u > 1``) the multiplier keeps rising until the
 demand fits the capacity, so no resource ever carries more than it can: a
@@ -47,6 +51,10 @@ __all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_eff
 
 LINE = 64  # bytes per cache line
 _MAX_MULTIPLIER = 1e4
+_MAX_LINK_WAIT = 1e7  # service times (a line's transfer is about 1 ns: up to 10 ms a miss)
+_FULL = 1.0 - 1e-12
+_MIN_LINK_WAIT = 1e-9
+_LINK_BISECTIONS = 36  # geometric halvings of [1e-9, 1e7] service times: to 5e-10 of the wait
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,7 @@ class RateSolution:
     lmat: NDArray[np.float64]  # loaded latency matrix [CPU node, memory node], ns
     link_util: NDArray[np.float64]  # per interconnect link
     link_traffic: NDArray[np.float64]  # per interconnect link, bytes/ns in its direction
-    z: NDArray[np.float64]  # latency multiplier per chiplet link (of the local latency)
+    chiplet_wait: NDArray[np.float64]  # per chiplet link: the wait per miss, ns
     chiplet_util: NDArray[np.float64]  # per chiplet link
 
 
@@ -99,7 +107,6 @@ def solve_rates(
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
     y0: NDArray[np.float64] | None = None,
-    z0: NDArray[np.float64] | None = None,
 ) -> RateSolution:
     """Solve the loaded-latency fixed point for the running threads.
 
@@ -122,7 +129,7 @@ def solve_rates(
     chiplet_bandwidth
         Bytes/ns each chiplet's link to the memory controllers carries, reads and
         write-backs together (with ``inp.chiplet``; default: no such links).
-    x0, y0, z0
+    x0, y0
         A starting point (the previous solution), to converge in fewer steps.
     """
     n = len(node_bandwidth)
@@ -143,10 +150,9 @@ def solve_rates(
 
     chip_bw = np.zeros(0) if chiplet_bandwidth is None or inp.chiplet is None else chiplet_bandwidth
     chip = inp.chiplet if len(chip_bw) else None
-    own_local = local_lat[inp.cpu_node]  # a chiplet link's queue delays every miss in units of this
     x = np.ones(n) if x0 is None else x0.copy()
     y = np.ones(len(link_bw)) if y0 is None else y0.copy()
-    z = np.ones(len(chip_bw)) if z0 is None else z0.copy()
+    wait = np.zeros(len(chip_bw))  # ns per miss at each chiplet link
     w = np.zeros(len(chip_bw))
     rate = np.zeros(t)
     lat = np.zeros(t)
@@ -166,7 +172,11 @@ def solve_rates(
     for it in range(1, max_iter + 1):
         ymat = path_multiplier(y)
         lmat = local_lat[None, :] * x[None, :] + hop * ymat
-        lat = thread_latency(inp.access, lmat, inp.cpu_node, own_local, z, chip) if t else lat
+        lat = thread_latency(inp.access, lmat, inp.cpu_node, None, None) if t else lat
+        if chip is not None:
+            prev = wait
+            wait, w = _link_waits(inp, lat, coherence, writes, chip, chip_bw)
+            lat = lat + wait[chip]
         tau = inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
         rate = inp.capacity / tau
         reads = (rate * inp.misses * LINE)[:, None] * inp.access  # T x N bytes/ns
@@ -187,11 +197,7 @@ def solve_rates(
         if len(y):
             err = max(err, np.max(np.abs(np.log(ty / y))))
         if chip is not None:
-            out = rate * inp.misses * LINE * (1.0 + writes)  # every line read and written back crosses it
-            w = np.bincount(chip, weights=out, minlength=len(chip_bw)) / chip_bw
-            tz = np.minimum(np.maximum(curve(w), z * w), _MAX_MULTIPLIER)
-            err = max(err, np.max(np.abs(np.log(tz / z))))
-            z = np.sqrt(z * tz)
+            err = max(err, float(np.max(np.abs(wait - prev) / (1.0 + wait))))
         x = np.sqrt(x * tx)
         y = np.sqrt(y * ty)
         if err < tol:
@@ -210,24 +216,56 @@ def solve_rates(
         lmat=lmat,
         link_util=v,
         link_traffic=traffic,
-        z=z,
+        chiplet_wait=wait,
         chiplet_util=w,
     )
+
+
+def _md1_wait(w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Mean wait in an M/D/1 queue at utilisation ``w`` < 1, in service times (Pollaczek-Khinchine)."""
+    return w / (2.0 * (1.0 - w))
+
+
+def _link_waits(inp: RateInputs, lat: NDArray[np.float64], coherence, writes: NDArray[np.float64],
+                chip: NDArray[np.int64], chip_bw: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The wait per miss at each chiplet link (ns) and its utilisation, at the threads' other latencies ``lat``.
+
+    A link is an M/D/1 queue: a line's transfer takes ``S = 64 B / bandwidth`` and a miss
+    waits ``S w / (2 (1 - w))`` at utilisation ``w``. Its threads' demand falls as the wait
+    grows, so ``W - S q(w(W))`` rises with ``W``: its root, found by bisection on all links
+    at once (geometric, between 1e-9 and 1e7 service times: a link below a millionth of its
+    capacity waits 1e-9 of a transfer, nothing), is where the wait and the load it leaves
+    agree (below the capacity always).
+    """
+    service = LINE / chip_bw
+    weight = inp.capacity * inp.misses * LINE * (1.0 + writes)  # bytes each op moves across, per unit of rate
+    lo = service * _MIN_LINK_WAIT
+    hi = service * _MAX_LINK_WAIT
+    for _ in range(_LINK_BISECTIONS):
+        mid = np.sqrt(lo * hi)
+        tau = inp.compute_ns + inp.misses * (lat + mid[chip]) * inp.stall_scale + coherence
+        w = np.bincount(chip, weights=weight / tau, minlength=len(chip_bw)) / chip_bw
+        queue = service * _md1_wait(np.minimum(w, _FULL))  # at or past the capacity: longer than any wait tried
+        low = mid < queue  # the wait is shorter than the load it leaves makes: more wait
+        lo = np.where(low, mid, lo)
+        hi = np.where(low, hi, mid)
+    wait = hi
+    tau = inp.compute_ns + inp.misses * (lat + wait[chip]) * inp.stall_scale + coherence
+    return wait, np.bincount(chip, weights=weight / tau, minlength=len(chip_bw)) / chip_bw
 
 
 def thread_latency(
     access: NDArray[np.float64],
     lmat: NDArray[np.float64],
     cpu_node: NDArray[np.int64],
-    own_local: NDArray[np.float64],
-    z: NDArray[np.float64],
+    wait: NDArray[np.float64] | None,
     chiplet: NDArray[np.int64] | None,
 ) -> NDArray[np.float64]:
     """Mean loaded latency of each thread's misses: its access row over the loaded latency
-    matrix, plus the wait at its chiplet's link (``own_local`` x (z - 1), every miss crosses it)."""
+    matrix, plus the wait at its chiplet's link (``wait`` per chiplet, ns; every miss crosses it)."""
     lat = np.einsum("tn,tn->t", access, lmat[cpu_node])
-    if chiplet is not None:
-        lat = lat + own_local * (z[chiplet] - 1.0)
+    if chiplet is not None and wait is not None:
+        lat = lat + wait[chiplet]
     return lat
 
 

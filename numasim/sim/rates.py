@@ -187,7 +187,7 @@ class Rates:
         cpus = _gather(self.t_cpu, tids)
         nodes = m.cpu_node[cpus]
         chip = None if m.cpu_chiplet is None else m.cpu_chiplet[cpus]
-        lat = thread_latency(acc, self._lmat, nodes, np.diag(m.latency)[nodes], self._z, chip)
+        lat = thread_latency(acc, self._lmat, nodes, self._chiplet_wait, chip)
         self._flush_miss_node(tids.tolist())
         self.r_access[tids] = acc
         local = acc[np.arange(tids.size), nodes]
@@ -269,12 +269,13 @@ class Rates:
             chiplet=None if m.cpu_chiplet is None else m.cpu_chiplet[self.v_thread_cpu[act]],
         )
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
-                          m.chiplet_bandwidth, x0=self._x, y0=self._y, z0=self._z)
+                          m.chiplet_bandwidth, x0=self._x, y0=self._y)
         self.n_solves += 1
-        self._x, self._y, self._z, self._lmat = sol.x, sol.y, sol.z, sol.lmat
+        self._x, self._y, self._lmat, self._chiplet_wait = sol.x, sol.y, sol.lmat, sol.chiplet_wait
         self._lmat_diag = np.diag(sol.lmat).tolist()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
+        self.r_chiplet_util = sol.chiplet_util
 
     def _refresher(self):
         schedutil = self.machine.spec.governor == "schedutil" and self.f_min < self.f_max
