@@ -34,6 +34,7 @@ def test_cascade_lake_from_lscpu_and_mlc():
     # lscpu and MLC give no memory size: guessed, and said so.
     assert spec["sources"]["memory_per_node"].startswith("guessed")
     assert any(w.startswith("memory_per_node: guessed") for w in warnings)
+    assert spec["thread_mlp"] == 16.7 and "chiplet_gbps" not in spec  # a Xeon: the Xeon preset's lines, no chiplets
 
 
 def test_the_imported_file_runs_with_machine(tmp_path, capsys):
@@ -58,6 +59,11 @@ def test_epyc_rome_nps4_from_numactl_and_lscpu():
     # The nearest preset in sockets and cores, then in nodes per socket: the NPS4 one.
     assert "epyc-7742-nps4 preset" in spec["sources"]["local_latency_ns"]
     assert any("one core complex's" in w for w in warnings)
+    # The same CPU family as the preset: its core's lines in flight and its chiplet links, guessed and said so.
+    assert (spec["thread_mlp"], spec["cores_per_chiplet"], spec["chiplet_gbps"]) == (47.1, 8, 36.0)
+    assert all(spec["sources"][k].startswith("guessed: from the epyc-7742-nps4 preset (a AMD EPYC")
+               for k in ("thread_mlp", "cores_per_chiplet", "chiplet_gbps"))
+    assert any(w.startswith("chiplet_gbps: guessed") for w in warnings)
     m = numasim.load("scenarios/governor.yaml", machine=spec).machine
     assert m.n_nodes == 8 and m.latency[0, 1] / m.latency[0, 0] == pytest.approx(1.2)
     assert m.latency[0, 4] / m.latency[0, 0] == pytest.approx(3.2)  # local x SLIT / 10
@@ -74,6 +80,7 @@ def test_a_four_socket_opteron_from_a_sysfs_tarball():
     assert spec["memory_per_node"] == "8192MiB" and spec["sources"]["sockets"].startswith("imported: sysfs")
     m = numasim.load("scenarios/governor.yaml", machine=spec).machine
     assert m.n_nodes == 8 and m.n_cpus == 64
+    assert "thread_mlp" not in spec  # an Opteron: no preset of its family to take a core's lines from
 
 
 def test_an_arm_kunpeng_from_a_sysfs_tarball():

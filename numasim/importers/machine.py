@@ -63,6 +63,17 @@ def _closest_preset(sockets: int, cores_per_socket: int, nodes_per_socket: int) 
     return best[1], best[2]
 
 
+_FAMILIES = (("AMD EPYC", ("epyc",)), ("HiSilicon Kunpeng", ("kunpeng",)),
+             ("Intel Xeon", ("xeon", "e5-", "e7-", "westmere", "haswell", "broadwell", "skylake", "cascade lake",
+                             "sapphire rapids")))
+
+
+def _family(text: str) -> str | None:
+    """The server CPU family a model name (or a preset's name and description) belongs to, if known."""
+    low = text.lower()
+    return next((family for family, keys in _FAMILIES if any(k in low for k in keys)), None)
+
+
 def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """Build a machine spec (plain data, with ``sources``) from ``paths``; also return the warnings."""
     from ..model.machine import MachineSpec
@@ -225,6 +236,16 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         if m.get(fact):
             spec[key] = round(m[fact], 1)
             src[key] = f"imported: {origin[fact]}"
+    # A core's lines in flight and an EPYC chiplet's link are the CPU family's, not the board's: taken
+    # from the nearest preset only when it is of the same family (a guess, said so, like the others).
+    family = _family(m.get("model") or "")
+    if family is not None and family == _family(f"{preset_name} {preset.get('description', '')}"):
+        for key in ("thread_mlp", "core_mlp"):
+            if preset.get(key) is not None:
+                spec[key] = guess(key, preset[key], f" (a {family} core's)")
+        if preset.get("cores_per_chiplet") and spec["cores_per_node"] % preset["cores_per_chiplet"] == 0:
+            spec["cores_per_chiplet"] = guess("cores_per_chiplet", preset["cores_per_chiplet"], f" (a {family} chiplet)")
+            spec["chiplet_gbps"] = guess("chiplet_gbps", preset["chiplet_gbps"], f" (a {family} chiplet's link)")
     if m.get("l2_kib"):
         spec["l2_kib"] = round(m["l2_kib"], 1)
         src["l2_kib"] = f"imported: {origin['l2_kib']}"
