@@ -89,6 +89,9 @@ def test_no_chiplet_link_ever_carries_more_than_it_can(t, misses, chip_bw, per_c
     assert np.all(carried <= chip_bw * 1.01)
     assert np.all(sol.chiplet_wait >= 0.0) and np.all(sol.rate > 0)
     assert np.allclose(sol.chiplet_util, carried / chip_bw)
+    # Each link's wait is the M/D/1 queue's at the load it carries (Pollaczek-Khinchine, deterministic service).
+    util = sol.chiplet_util
+    assert np.allclose(sol.chiplet_wait, 64 / chip_bw * util / (2 * (1 - util)), rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("over, message", [

@@ -29,7 +29,7 @@ with ``x_j = g(u_j)`` and ``y_l = g(v_l)``. On a machine with chiplet links
 (AMD's CCD-to-I/O-die link), every line a thread reads or writes back also
 crosses its chiplet's link, an M/D/1 queue: each miss waits
 ``S w / (2 (1 - w))`` with ``S = 64 B / bandwidth`` and ``w`` the link's
-utilisation, solved at each step by bisection. Because rates fall as latency
+utilisation, solved at each step by a safeguarded Newton method. Because rates fall as latency
 rises, the coupled system has one fixed point, found by damped iteration.
 Beyond the measured peak (``u > 1``) the multiplier keeps rising until the
 demand fits the capacity, so no resource ever carries more than it can: a
@@ -53,8 +53,8 @@ LINE = 64  # bytes per cache line
 _MAX_MULTIPLIER = 1e4
 _MAX_LINK_WAIT = 1e7  # service times (a line's transfer is about 1 ns: up to 10 ms a miss)
 _FULL = 1.0 - 1e-12
-_MIN_LINK_WAIT = 1e-9
-_LINK_BISECTIONS = 36  # geometric halvings of [1e-9, 1e7] service times: to 5e-10 of the wait
+_LINK_STEPS = 200  # Newton or bisection steps at most (Newton takes a handful)
+_LINK_TOL = 1e-10
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ def solve_rates(
         lat = thread_latency(inp.access, lmat, inp.cpu_node, None, None) if t else lat
         if chip is not None:
             prev = wait
-            wait, w = _link_waits(inp, lat, coherence, writes, chip, chip_bw)
+            wait, w = _link_waits(inp, lat, coherence, writes, chip, chip_bw, prev)
             lat = lat + wait[chip]
         tau = inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
         rate = inp.capacity / tau
@@ -227,31 +227,44 @@ def _md1_wait(w: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def _link_waits(inp: RateInputs, lat: NDArray[np.float64], coherence, writes: NDArray[np.float64],
-                chip: NDArray[np.int64], chip_bw: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+                chip: NDArray[np.int64], chip_bw: NDArray[np.float64],
+                start: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The wait per miss at each chiplet link (ns) and its utilisation, at the threads' other latencies ``lat``.
 
     A link is an M/D/1 queue: a line's transfer takes ``S = 64 B / bandwidth`` and a miss
-    waits ``S w / (2 (1 - w))`` at utilisation ``w``. Its threads' demand falls as the wait
-    grows, so ``W - S q(w(W))`` rises with ``W``: its root, found by bisection on all links
-    at once (geometric, between 1e-9 and 1e7 service times: a link below a millionth of its
-    capacity waits 1e-9 of a transfer, nothing), is where the wait and the load it leaves
-    agree (below the capacity always).
+    waits ``S q(w)``, ``q(w) = w / (2 (1 - w))``, at utilisation ``w``. Its threads' demand
+    falls as the wait ``W`` grows, so ``f(W) = W - S q(w(W))`` rises with ``W`` (``f' >= 1``):
+    its root is where the wait and the load it leaves agree, always below the capacity.
+    Newton's method from ``start`` (the previous step's waits) finds it on all links at
+    once, inside a bracket that every step narrows; where a step would leave the bracket
+    (or the link is past its capacity) the bracket is bisected instead.
     """
+    n = len(chip_bw)
     service = LINE / chip_bw
     weight = inp.capacity * inp.misses * LINE * (1.0 + writes)  # bytes each op moves across, per unit of rate
-    lo = service * _MIN_LINK_WAIT
+    slope = inp.misses * inp.stall_scale  # d tau / d W
+    lo = np.zeros(n)
     hi = service * _MAX_LINK_WAIT
-    for _ in range(_LINK_BISECTIONS):
-        mid = np.sqrt(lo * hi)
-        tau = inp.compute_ns + inp.misses * (lat + mid[chip]) * inp.stall_scale + coherence
-        w = np.bincount(chip, weights=weight / tau, minlength=len(chip_bw)) / chip_bw
-        queue = service * _md1_wait(np.minimum(w, _FULL))  # at or past the capacity: longer than any wait tried
-        low = mid < queue  # the wait is shorter than the load it leaves makes: more wait
-        lo = np.where(low, mid, lo)
-        hi = np.where(low, hi, mid)
-    wait = hi
-    tau = inp.compute_ns + inp.misses * (lat + wait[chip]) * inp.stall_scale + coherence
-    return wait, np.bincount(chip, weights=weight / tau, minlength=len(chip_bw)) / chip_bw
+    x = np.clip(start, lo, hi)
+    for _ in range(_LINK_STEPS):
+        tau = inp.compute_ns + inp.misses * (lat + x[chip]) * inp.stall_scale + coherence
+        w = np.bincount(chip, weights=weight / tau, minlength=n) / chip_bw
+        full = w >= _FULL
+        wq = np.minimum(w, _FULL)
+        f = x - service * _md1_wait(wq)
+        short = full | (f < 0.0)  # the wait is shorter than the load it leaves makes
+        lo = np.where(short, x, lo)
+        hi = np.where(short, hi, x)
+        dw = np.bincount(chip, weights=weight * slope / tau**2, minlength=n) / chip_bw  # -dw/dW
+        step = x - f / (1.0 + service * dw / (2.0 * (1.0 - wq) ** 2))
+        ok = ~full & (step >= lo) & (step <= hi)
+        step = np.where(ok, step, np.where(lo > 0.0, np.sqrt(lo * hi), hi * 1e-3))
+        done = bool(np.all(np.abs(step - x) <= _LINK_TOL * np.maximum(x, service * 1e-9)))
+        x = step
+        if done:
+            break
+    tau = inp.compute_ns + inp.misses * (lat + x[chip]) * inp.stall_scale + coherence
+    return x, np.bincount(chip, weights=weight / tau, minlength=n) / chip_bw
 
 
 def thread_latency(
