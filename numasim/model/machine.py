@@ -437,7 +437,8 @@ class Machine:
             node_memory=node_memory,
             node_bandwidth=node_bandwidth,
             cpu_chiplet=None if spec.cores_per_chiplet is None else cpu_core // spec.cores_per_chiplet,
-            chiplet_bandwidth=np.full(ncores // (spec.cores_per_chiplet or ncores + 1), spec.chiplet_gbps or 0.0),
+            chiplet_bandwidth=(np.full(ncores // spec.cores_per_chiplet, spec.chiplet_gbps)
+                               if spec.cores_per_chiplet and spec.chiplet_gbps else np.zeros(0)),
             c2c=_c2c(spec, latency, node_socket),
             c2c_not_writer_homed=np.where(
                 node_socket[:, None] != node_socket[None, :],
