@@ -136,3 +136,15 @@ def test_the_results_show_the_busiest_chiplet_link():
     busy = res.run("t").timeseries["chiplet_util_max"][-1]
     assert 0.97 < busy < 1.0  # an M/D/1 queue: full, never over
     assert f"the busiest chiplet link is {busy:.0%} utilised" in " ".join(why(res))
+
+
+def test_a_link_too_slow_for_the_start_up_touch_is_warned_about():
+    data = small_scenario(workloads={"w": STREAM}, pods=[{"name": "p", "threads": 4, "memory": "256MiB", "profile": "w"}],
+                          policies=[{"label": "t", "policy": "taskset", "options": {"cpus": ["0-3"]}}],
+                          duration="1s", warmup="500ms")
+    data["machine"].update(smt=False, cpu_numbering="block", cores_per_chiplet=4, chiplet_gbps=0.01)
+    res = run_small(data)
+    assert res.run("t").throughput == 0.0  # 256 MiB at 10 MB/s: the touch outlasts the run
+    assert any(w.startswith("t: no operation completed in the window") for w in res.warnings())
+    data["machine"].update(chiplet_gbps=5.0)
+    assert not any("no operation completed" in w for w in run_small(data).warnings())

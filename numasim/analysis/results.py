@@ -109,6 +109,11 @@ class RunResult:
                                f"relative throughput differs by {mean:+.3f} ± {hw:.3f} (95 % CI); "
                                "more seeds (--replications) or a longer run would settle it")
         for r in self.runs:
+            if r.throughput == 0.0 and r.pods:
+                out.append(f"{r.label}: no operation completed in the window ({r.window_s[0]:g}-{r.window_s[1]:g} s): "
+                           "its threads may still be first-touching their memory (a slow memory node or link) "
+                           "or never have been admitted; a longer duration, or see the pods' memory and timeline")
+        for r in self.runs:
             series = r.timeseries.get("throughput") or []
             times = r.timeseries.get("time_s") or []
             d = mser_truncation(series)
