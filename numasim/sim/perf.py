@@ -177,8 +177,7 @@ def solve_rates(
             prev = wait
             wait, w = _link_waits(inp, lat, coherence, writes, chip, chip_bw, prev)
             lat = lat + wait[chip]
-        tau = inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
-        rate = inp.capacity / tau
+        rate = inp.capacity / _tau(inp, lat, coherence)
         reads = (rate * inp.misses * LINE)[:, None] * inp.access  # T x N bytes/ns
         flow = onehot.T @ reads + inp.extra_link  # [i, j]: from node j to node i
         node_load = reads.sum(axis=0) + inp.extra_node
@@ -221,6 +220,11 @@ def solve_rates(
     )
 
 
+def _tau(inp: RateInputs, lat: NDArray[np.float64], coherence) -> NDArray[np.float64]:
+    """Full-core ns per operation at mean miss latencies ``lat`` (the module docstring's ``tau``)."""
+    return inp.compute_ns + inp.misses * lat * inp.stall_scale + coherence
+
+
 def _md1_wait(w: NDArray[np.float64]) -> NDArray[np.float64]:
     """Mean wait in an M/D/1 queue at utilisation ``w`` < 1, in service times (Pollaczek-Khinchine)."""
     return w / (2.0 * (1.0 - w))
@@ -247,7 +251,7 @@ def _link_waits(inp: RateInputs, lat: NDArray[np.float64], coherence, writes: ND
     hi = service * _MAX_LINK_WAIT
     x = np.clip(start, lo, hi)
     for _ in range(_LINK_STEPS):
-        tau = inp.compute_ns + inp.misses * (lat + x[chip]) * inp.stall_scale + coherence
+        tau = _tau(inp, lat + x[chip], coherence)
         w = np.bincount(chip, weights=weight / tau, minlength=n) / chip_bw
         full = w >= _FULL
         wq = np.minimum(w, _FULL)
@@ -263,7 +267,7 @@ def _link_waits(inp: RateInputs, lat: NDArray[np.float64], coherence, writes: ND
         x = step
         if done:
             break
-    tau = inp.compute_ns + inp.misses * (lat + x[chip]) * inp.stall_scale + coherence
+    tau = _tau(inp, lat + x[chip], coherence)
     return x, np.bincount(chip, weights=weight / tau, minlength=n) / chip_bw
 
 
