@@ -232,6 +232,8 @@ def summarize(trace: Trace, label: str) -> Metrics:
         "link_util_max": [float(row.max()) if row.size else 0.0 for row in s["link_util"][1:]],
         # The busiest chiplet link's utilisation (0 on machines without chiplet links).
         "chiplet_util_max": [float(row.max()) if row.size else 0.0 for row in s["chiplet_util"][1:]],
+        # The busiest process-wide lock's share of the time held (0 without locks).
+        "lock_util_max": [float(row.max()) if row.size else 0.0 for row in s["lock_util"][1:]],
         # Each interconnect link's traffic in its direction (GB/s), in the order of ``links``.
         "link_gbps": [[round(float(x), 3) for x in row] for row in s["link_traffic"][1:]],
         # Each pod's operations per second (the order of ``pods``).

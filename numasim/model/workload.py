@@ -51,7 +51,9 @@ class WorkloadProfile(Spec):
     + coherence_misses_per_op * c2c`` nanoseconds, where ``latency`` is the
     loaded latency of the memory that serves the misses, ``d`` the dependent
     fraction and ``c2c`` the cache-to-cache latency to where the line's last
-    writer runs (see docs/model.md).
+    writer runs; with a lock (``lock_cycles_per_op``, ``lock_lines_per_op``)
+    each operation also takes the lines over from the lock's last holder and
+    waits while others hold it (see docs/model.md).
     """
 
 
@@ -79,6 +81,15 @@ class WorkloadProfile(Spec):
     coherence_misses_per_op: float = Field(
         default=0.0, ge=0.0, le=1e9,
         description="loads per operation that hit a line another thread of the pod has modified (perf c2c HITM): locks, counters, shared written data")
+    lock_cycles_per_op: float = Field(
+        default=0.0, ge=0.0, le=1e12,
+        description="cycles of each operation (counted in cycles_per_op) spent holding one lock that all threads of the "
+                    "process take, once per operation: only one thread at a time runs them, so the others wait")
+    lock_lines_per_op: float = Field(
+        default=0.0, ge=0.0, le=1e6,
+        description="cache lines (the lock word, the data it protects) each operation takes over from the lock's "
+                    "previous holder while it holds the lock: cache-to-cache transfers that serialise with the "
+                    "critical section (0 with lock_cycles_per_op 0: no lock)")
     shared_fraction: float = Field(
         default=1.0, ge=0.0, le=1.0,
         description="share of the pod's memory (and of its misses) that all its threads use; the rest is private per thread",
@@ -136,6 +147,9 @@ class WorkloadProfile(Spec):
     def _check_private(self) -> "WorkloadProfile":
         if self.private_access_share and self.shared_fraction >= 1.0:
             raise ValueError("private_access_share needs private memory: a shared_fraction below 1")
+        if self.lock_cycles_per_op > self.cycles_per_op:
+            raise ValueError(f"lock_cycles_per_op ({self.lock_cycles_per_op:g}) is part of cycles_per_op "
+                             f"({self.cycles_per_op:g}): it can be at most that")
         return self
 
 

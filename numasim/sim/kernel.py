@@ -164,6 +164,10 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.p_coherence = [float(pr.coherence_misses_per_op) for pr in prof]
         self._has_writes = any(self.p_writes)
         self._has_coherence = any(self.p_coherence)
+        # A process-wide lock: cycles held and lines taken over from the last holder, per op.
+        self.p_lock_cycles = [float(pr.lock_cycles_per_op) for pr in prof]
+        self.p_lock_lines = [float(pr.lock_lines_per_op) for pr in prof]
+        self._has_lock = any(self.p_lock_cycles) or any(self.p_lock_lines)
         # Share of the misses to the shared region (its share of the bytes, unless given apart).
         self.p_shared = [pr.shared_fraction if pr.private_access_share is None else 1.0 - pr.private_access_share
                          for pr in prof]
@@ -253,6 +257,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self._y = np.ones(len(machine.interconnect.bandwidth))
         self._chiplet_wait = np.zeros(len(machine.chiplet_bandwidth))  # ns per miss at each chiplet link
         self.r_chiplet_util = np.zeros(len(machine.chiplet_bandwidth))
+        self._lock_wait = np.zeros(len(self.proc_tids))  # ns per op waiting for each process's lock
+        self.r_lock_util = np.zeros(len(self.proc_tids))  # share of the time each process's lock is held
         self._dirty = False
         self._solve_at = -1  # the instant a solve is pending for
 
@@ -463,6 +469,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
             "link_util": self.r_link_util,
             "link_traffic": self.r_link_traffic,
             "chiplet_util": self.r_chiplet_util,
+            "lock_util": self.r_lock_util,
             # Mean loaded latency of a node's own memory and of the others', at the last solve (ns).
             "lat_local": float(np.mean(np.diag(self._lmat))),
             "lat_remote": float(self._lmat[~np.eye(len(self._lmat), dtype=bool)].mean()) if len(self._lmat) > 1 else np.nan,

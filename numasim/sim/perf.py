@@ -29,8 +29,10 @@ with ``x_j = g(u_j)`` and ``y_l = g(v_l)``. On a machine with chiplet links
 (AMD's CCD-to-I/O-die link), every line a thread reads or writes back also
 crosses its chiplet's link, an M/D/1 queue: each miss waits
 ``S w / (2 (1 - w))`` with ``S = 64 B / bandwidth`` and ``w`` the link's
-utilisation, solved at each step by a safeguarded Newton method. Because rates fall as latency
-rises, the coupled system has one fixed point, found by damped iteration.
+utilisation, solved at each step by a safeguarded Newton method. Threads that take a
+process-wide lock once per operation also wait there: ``W`` per operation, from
+Schweitzer's mean value analysis of the lock as one server (``_lock_waits``), also
+solved at each step. Because rates fall as latency rises, the coupled system has one fixed point, found by damped iteration.
 Beyond the measured peak (``u > 1``) the multiplier keeps rising until the
 demand fits the capacity, so no resource ever carries more than it can: a
 queue, not a fixed latency, absorbs the overload.
@@ -72,6 +74,8 @@ class RateInputs:
     writes: NDArray[np.float64] | None = None  # dirty write-backs per miss (default none)
     coherence_ns: NDArray[np.float64] | None = None  # cache-to-cache stall per operation (default none)
     chiplet: NDArray[np.int64] | None = None  # the chiplet link each thread's misses cross (default none)
+    lock_group: NDArray[np.int64] | None = None  # the lock each thread takes once per op, -1 none (default none)
+    lock_service: NDArray[np.float64] | None = None  # ns each thread holds its lock per op, handoff included
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class RateSolution:
     link_traffic: NDArray[np.float64]  # per interconnect link, bytes/ns in its direction
     chiplet_wait: NDArray[np.float64]  # per chiplet link: the wait per miss, ns
     chiplet_util: NDArray[np.float64]  # per chiplet link
+    lock_wait: NDArray[np.float64]  # per lock: ns an op waits for it
+    lock_util: NDArray[np.float64]  # per lock: share of the time it is held
 
 
 def solve_rates(
@@ -150,6 +156,10 @@ def solve_rates(
 
     chip_bw = np.zeros(0) if chiplet_bandwidth is None or inp.chiplet is None else chiplet_bandwidth
     chip = inp.chiplet if len(chip_bw) else None
+    locks = inp.lock_group is not None and inp.lock_service is not None and bool(np.any(inp.lock_group >= 0))
+    n_locks = int(inp.lock_group.max()) + 1 if locks else 0
+    lock_wait = np.zeros(n_locks)
+    lock_util = np.zeros(n_locks)
     x = np.ones(n) if x0 is None else x0.copy()
     y = np.ones(len(link_bw)) if y0 is None else y0.copy()
     wait = np.zeros(len(chip_bw))  # ns per miss at each chiplet link
@@ -173,11 +183,18 @@ def solve_rates(
         ymat = path_multiplier(y)
         lmat = local_lat[None, :] * x[None, :] + hop * ymat
         lat = thread_latency(inp.access, lmat, inp.cpu_node, None, None) if t else lat
+        stall = coherence
+        if locks:
+            prev_lock = lock_wait
+            stall = coherence + _per_thread(lock_wait, inp.lock_group)
         if chip is not None:
             prev = wait
-            wait, w = _link_waits(inp, lat, coherence, writes, chip, chip_bw, prev)
+            wait, w = _link_waits(inp, lat, stall, writes, chip, chip_bw, prev)
             lat = lat + wait[chip]
-        rate = inp.capacity / _tau(inp, lat, coherence)
+        if locks:
+            lock_wait, lock_util = _lock_waits(inp, _tau(inp, lat, coherence), n_locks)
+            stall = coherence + _per_thread(lock_wait, inp.lock_group)
+        rate = inp.capacity / _tau(inp, lat, stall)
         reads = (rate * inp.misses * LINE)[:, None] * inp.access  # T x N bytes/ns
         flow = onehot.T @ reads + inp.extra_link  # [i, j]: from node j to node i
         node_load = reads.sum(axis=0) + inp.extra_node
@@ -197,6 +214,8 @@ def solve_rates(
             err = max(err, np.max(np.abs(np.log(ty / y))))
         if chip is not None:
             err = max(err, float(np.max(np.abs(wait - prev) / (1.0 + wait))))
+        if locks:
+            err = max(err, float(np.max(np.abs(lock_wait - prev_lock) / (1.0 + lock_wait))))
         x = np.sqrt(x * tx)
         y = np.sqrt(y * ty)
         if err < tol:
@@ -217,6 +236,8 @@ def solve_rates(
         link_traffic=traffic,
         chiplet_wait=wait,
         chiplet_util=w,
+        lock_wait=lock_wait,
+        lock_util=lock_util,
     )
 
 
@@ -269,6 +290,52 @@ def _link_waits(inp: RateInputs, lat: NDArray[np.float64], coherence, writes: ND
             break
     tau = _tau(inp, lat + x[chip], coherence)
     return x, np.bincount(chip, weights=weight / tau, minlength=n) / chip_bw
+
+
+def _per_thread(per_lock: NDArray[np.float64], group: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Each thread's value of its lock (0 for a thread that takes none)."""
+    return np.where(group >= 0, per_lock[np.maximum(group, 0)], 0.0)
+
+
+def _lock_waits(inp: RateInputs, tau0: NDArray[np.float64], n_locks: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The wait per operation at each lock (ns) and the share of the time it is held.
+
+    A lock is one server that a closed population of threads visits once per
+    operation: thread ``j`` holds it ``S_j`` ns (its critical section and the lines it
+    takes over) in an operation of ``tau0_j + W`` ns at its capacity ``c_j``. By the
+    arrival theorem (Schweitzer's approximate mean value analysis, all threads of a lock
+    waiting alike) a thread finds the others' share of the queue ahead of it:
+
+        W = (1 - 1/n) sum_j Q_j S_j,   Q_j = c_j (W + S_j) / (tau0_j + W)
+
+    with ``n`` the lock's running threads. The right side rises with ``W`` and is
+    concave, so ``g(W) = W - rhs`` is convex with one root; Newton's method from the
+    right (from the bound ``(1 - 1/n) sum_j c_j S_j``, or the previous step's root where
+    it lies right of this one) reaches it monotonically. Two threads that only pass
+    the lock back and forth (``tau0 = S``) get ``W = S``: they alternate.
+    """
+    group = inp.lock_group
+    mine = group >= 0
+    g = group[mine]
+    c, s, t0 = inp.capacity[mine], inp.lock_service[mine], tau0[mine]
+    running = c > 0.0
+    n = np.bincount(g[running], minlength=n_locks).astype(float)
+    k = np.where(n > 1.0, 1.0 - 1.0 / np.maximum(n, 1.0), 0.0)
+    cs = c * s
+    w = k * np.bincount(g, weights=cs, minlength=n_locks)  # the bound: every other thread always queued
+    for _ in range(_LINK_STEPS):
+        wt = w[g]
+        rhs = k * np.bincount(g, weights=cs * (wt + s) / (t0 + wt), minlength=n_locks)
+        slope = k * np.bincount(g, weights=cs * (t0 - s) / (t0 + wt) ** 2, minlength=n_locks)
+        f = w - rhs
+        step = np.where(f > 0.0, w - f / np.maximum(1.0 - slope, 1e-12), w)
+        step = np.maximum(step, 0.0)
+        done = bool(np.all(np.abs(step - w) <= _LINK_TOL * (1.0 + w)))
+        w = step
+        if done:
+            break
+    util = np.bincount(g, weights=cs / (t0 + w[g]), minlength=n_locks)
+    return w, util
 
 
 def thread_latency(

@@ -131,7 +131,9 @@ class Rates:
         ind = _gather(self.p_ind, tids)
         writes = _gather(self.p_writes, tids) if self._has_writes else None
         acc = self._access(tids)
-        coherence = self._coherence_ns(tids, cpu) if self._has_coherence else None
+        coherence = lock = None
+        if self._has_coherence or self._has_lock:
+            coherence, lock = self._shared_writes(tids, cpu, compute)
         touching = _gather(self.t_phase, tids) == TOUCH
         if touching.any():
             tt = tids[touching]
@@ -144,21 +146,43 @@ class Rates:
                 writes[touching] = 0.0  # the kernel zeroes pages with stores that skip the read (v1)
             if coherence is not None:
                 coherence[touching] = 0.0
-        return compute, misses, stall, acc, ind, writes, coherence
+            if lock is not None:
+                lock[0][touching] = -1
+                lock[1][touching] = 0.0
+        return compute, misses, stall, acc, ind, writes, coherence, lock
 
-    def _coherence_ns(self, tids: NDArray[np.int64], cpus: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Cache-to-cache stall per operation of ``tids``: each coherence miss finds the line in
-        the cache of another working thread of its process, on a node in proportion to where they
-        run, and costs the machine's HITM latency to that node, plus the directory's extra trip when
-        the line's home (where the process's shared memory is) is not the writer's node."""
+    def _shared_writes(self, tids: NDArray[np.int64], cpus: NDArray[np.int64], compute: NDArray[np.float64]):
+        """What lines written by other threads of the process cost ``tids`` per operation.
+
+        Returns the cache-to-cache stall per operation (coherence misses and the lines
+        taken over with the lock) and, for threads that take their process's lock, the
+        lock (the process, -1 for none) and the ns it is held per operation: the
+        critical section's share of ``compute`` plus those lines' transfers.
+        """
+        xfer = self._c2c_ns(tids, cpus)
+        lines = np.array([self.p_lock_lines[t] for t in tids.tolist()])
+        coherence = np.array([self.p_coherence[t] for t in tids.tolist()]) * xfer + lines * xfer
+        lock = None
+        if self._has_lock:
+            held = np.array([self.p_lock_cycles[t] / self.p_cycles[t] for t in tids.tolist()])
+            takes = (held > 0.0) | (lines > 0.0)
+            group = np.where(takes, np.array([self.t_proc[t] for t in tids.tolist()]), -1)
+            lock = (group, np.where(takes, held * compute + lines * xfer, 0.0))
+        return coherence, lock
+
+    def _c2c_ns(self, tids: NDArray[np.int64], cpus: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Cache-to-cache latency of one line of ``tids``'s process that another thread wrote last:
+        that thread is another working thread of the process, on a node in proportion to where
+        they run; the line costs the machine's HITM latency to that node, plus the directory's
+        extra trip when the line's home (where the process's shared memory is) is not the writer's
+        node. 0 for a thread with no other working thread."""
         out = np.zeros(tids.size)
         c2c, extra = self.machine.c2c, self.machine.c2c_not_writer_homed
         homes = self.memory.distributions(_gather(self.t_shared_rid, tids))
         counts: dict[int, NDArray[np.float64]] = {}
         t_cpu, phase, node_of = self.t_cpu, self.t_phase, self._cpu_node
         for i, (tid, cpu) in enumerate(zip(tids.tolist(), cpus.tolist())):
-            h = self.p_coherence[tid]
-            if h == 0.0 or cpu < 0:
+            if cpu < 0 or not (self.p_coherence[tid] or self.p_lock_lines[tid]):
                 continue
             p = self.t_proc[tid]
             if p not in counts:
@@ -175,14 +199,14 @@ class Rates:
             if total > 0:
                 home = homes[i]
                 cost = c2c[own] + extra[own] * (1.0 - home) if home.any() else c2c[own]
-                out[i] = h * float(cost @ others) / total
+                out[i] = float(cost @ others) / total
         return out
 
     def _set_tau(self, tids: NDArray[np.int64]) -> None:
         """Time per operation of ``tids`` at the current loaded latencies."""
         if tids.size == 0:
             return
-        compute, misses, stall, acc, ind, _writes, coherence = self._phase_params(tids)
+        compute, misses, stall, acc, ind, _writes, coherence, lock = self._phase_params(tids)
         m = self.machine
         cpus = _gather(self.t_cpu, tids)
         nodes = m.cpu_node[cpus]
@@ -195,6 +219,9 @@ class Rates:
         self.r_latency[tids] = lat
         memory = misses * lat * stall
         tau = compute + memory + (0.0 if coherence is None else coherence)
+        if lock is not None:
+            group = lock[0]
+            tau = tau + np.where(group >= 0, self._lock_wait[np.maximum(group, 0)], 0.0)
         cshare = compute / tau
         ishare = memory * ind / tau
         for tid, lo, ta, cs, si in zip(tids.tolist(), local.tolist(), tau.tolist(), cshare.tolist(), ishare.tolist()):
@@ -250,7 +277,7 @@ class Rates:
     def _solve_once(self, act: NDArray[np.int64]) -> None:
         """One loaded-latency fixed point for the active threads ``act`` at their current capacities."""
         m = self.machine
-        compute, misses, stall, acc, _ind, writes, coherence = self._phase_params(act)
+        compute, misses, stall, acc, _ind, writes, coherence, lock = self._phase_params(act)
         extra_node = np.zeros(m.n_nodes)
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
         for flow in self._flows.values():
@@ -267,6 +294,8 @@ class Rates:
             writes=writes,
             coherence_ns=coherence,
             chiplet=None if m.cpu_chiplet is None else m.cpu_chiplet[self.v_thread_cpu[act]],
+            lock_group=None if lock is None else lock[0],
+            lock_service=None if lock is None else lock[1],
         )
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
                           m.chiplet_bandwidth, x0=self._x, y0=self._y)
@@ -276,6 +305,10 @@ class Rates:
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
         self.r_chiplet_util = sol.chiplet_util
+        if lock is not None:
+            k = len(sol.lock_wait)
+            self._lock_wait[:k], self.r_lock_util[:k] = sol.lock_wait, sol.lock_util
+            self._lock_wait[k:], self.r_lock_util[k:] = 0.0, 0.0
 
     def _refresher(self):
         schedutil = self.machine.spec.governor == "schedutil" and self.f_min < self.f_max
