@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 import numasim
-from numasim.model.machine import Machine, MachineSpec, parse_cpulist
+from numasim.model.cpulist import parse_cpulist
+from numasim.model.machine import Machine, MachineSpec
 from numasim.model.presets import load_preset, machine_preset, preset_names
 
 BASE = dict(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -21,7 +20,7 @@ from .curve import LoadedLatencyCurve
 from .interconnect import Interconnect, build_interconnect, socket_routes
 from .spec import Size, Spec, Text
 
-__all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "LoadedLatencyCurve", "parse_cpulist"]
+__all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "LoadedLatencyCurve"]
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 
@@ -137,8 +136,18 @@ class MachineSpec(Spec):
         default=None,
         description="what one chiplet's link to the memory controllers carries, reads and write-backs together, "
                     "GB/s, measured by streaming from all of one chiplet's cores (docs/model.md)")
+    cores_per_llc: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="cores that share one last-level cache (an AMD EPYC CCX: 4 on Zen 2, 8 on Zen 3 and Zen 4); "
+                    "cores are numbered node by node, so LLC k holds cores k x cores_per_llc onwards. CFS's MC "
+                    "domain, a move's cache refill and the cheaper cache-to-cache transfers follow it (default: "
+                    "one LLC per NUMA node)")
     c2c_local_ns: Latency | None = Field(
         default=None, description="latency of a load that hits a line modified in another core's cache on the same socket (MLC --c2c_latency, HITM), ns")
+    c2c_llc_ns: Latency | None = Field(
+        default=None, description="the same between two cores that share a last-level cache, ns (default: c2c_local_ns)")
+    c2c_smt_ns: Latency | None = Field(
+        default=None, description="the same between two hardware threads of one core, ns (default: c2c_llc_ns)")
     c2c_remote_ns: Latency | None = Field(
         default=None, description="the same, from a core on the nearest other socket, the line homed in the writer's socket, ns (default for both: the DRAM latency to the writer's node)")
     c2c_remote_reader_homed_ns: Latency | None = Field(
@@ -182,6 +191,9 @@ class MachineSpec(Spec):
         if self.cores_per_chiplet is not None and self.cores_per_node % self.cores_per_chiplet:
             raise ValueError(f"cores_per_node ({self.cores_per_node}) must be a multiple of cores_per_chiplet "
                              f"({self.cores_per_chiplet}): a chiplet's cores are in one NUMA node")
+        if self.cores_per_llc is not None and self.cores_per_node % self.cores_per_llc:
+            raise ValueError(f"cores_per_node ({self.cores_per_node}) must be a multiple of cores_per_llc "
+                             f"({self.cores_per_llc}): an LLC's cores are in one NUMA node")
         if self.routers and self.links is None:
             raise ValueError("routers need links: the links say which sockets and routers each router joins")
         if self.links is not None:
@@ -310,6 +322,7 @@ class Machine:
     thread_mlp: float  # lines one hardware thread keeps in flight (inf: no limit)
     core_mlp: float  # lines one core keeps in flight, its siblings together (inf: they split one thread's)
     cpu_chiplet: NDArray[np.int64] | None  # the chiplet (link to the memory controllers) of each CPU, or None
+    cpu_llc: NDArray[np.int64]  # the last-level cache of each CPU (one per node unless cores_per_llc)
     chiplet_bandwidth: NDArray[np.float64]  # bytes/ns each chiplet's link carries (empty: no such links)
 
     @property
@@ -437,6 +450,7 @@ class Machine:
             node_memory=node_memory,
             node_bandwidth=node_bandwidth,
             cpu_chiplet=None if spec.cores_per_chiplet is None else cpu_core // spec.cores_per_chiplet,
+            cpu_llc=cpu_node.copy() if spec.cores_per_llc is None else cpu_core // spec.cores_per_llc,
             chiplet_bandwidth=(np.full(ncores // spec.cores_per_chiplet, spec.chiplet_gbps)
                                if spec.cores_per_chiplet and spec.chiplet_gbps else np.zeros(0)),
             c2c=_c2c(spec, latency, node_socket),
@@ -453,44 +467,3 @@ class Machine:
                    interconnect=interconnect,
                    write_cost=write_cost, thread_mlp=float(spec.thread_mlp or np.inf),
                    core_mlp=float(spec.core_mlp or np.inf), **arrays)
-
-
-_CPULIST_ITEM = re.compile(r"^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$")
-
-
-def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:
-    """Parse a Linux cpulist (``"0-7,16,18-30:2"``) into OS CPU ids.
-
-    Raises
-    ------
-    ValueError
-        If the list is malformed or names a CPU the machine does not have.
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"expected a cpulist such as '0-7,16', got {text!r}")
-    if isinstance(text, int):
-        items: list[str] = [str(text)]
-    elif isinstance(text, list):
-        items = [str(x) for x in text]
-    else:
-        items = [s.strip() for s in str(text).split(",") if s.strip()]
-    cpus: set[int] = set()
-    for item in items:
-        m = _CPULIST_ITEM.match(item)
-        if not m:
-            raise ValueError(
-                f"malformed cpulist item {item[:40]!r}: use ids and ranges like '0-7,16,18-30:2'"
-            )
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) else lo
-        step = int(m.group(3)) if m.group(3) else 1
-        if hi < lo or step < 1:
-            raise ValueError(f"malformed cpulist range {item[:40]!r}")
-        # The first id past the machine, found before the range is built ('0-999999999').
-        first_out = lo if lo >= n_cpus else lo + -(-(n_cpus - lo) // step) * step
-        if first_out <= hi:
-            raise ValueError(f"CPU {first_out} is outside the machine: OS CPU ids are 0-{n_cpus - 1}")
-        cpus.update(range(lo, hi + 1, step))
-    if not cpus:
-        raise ValueError("empty cpulist")
-    return frozenset(cpus)

@@ -54,7 +54,6 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     """Scheduling-domain levels of ``machine`` under CFS options ``opts``."""
     m = machine
     ncpu = m.n_cpus
-    per_socket_nodes = m.spec.nodes_per_socket
     cand: list[tuple[str, list[frozenset[int]], dict]] = []
 
     def spans_by(key_of_cpu) -> list[frozenset[int]]:
@@ -66,9 +65,11 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
 
     if m.smt:
         cand.append(("SMT", spans_by(m.cpu_core), dict(pct=opts["imbalance_pct_smt"], tries=0, numa=False, llc=True)))
-    llc_key = m.cpu_node if per_socket_nodes > 1 else m.cpu_socket
-    cand.append(("MC", spans_by(llc_key), dict(pct=opts["imbalance_pct_mc"], tries=opts["cache_nice_tries_mc"], numa=False, llc=True)))
-    cand.append(("PKG", spans_by(m.cpu_socket), dict(pct=opts["imbalance_pct_mc"], tries=1, numa=False, llc=False)))
+    # MC: the CPUs sharing a last-level cache (cpu_coregroup_mask), never wider than a node;
+    # PKG: cpu_cpu_mask, which is the node (include/linux/topology.h), so no level without
+    # SD_NUMA spans two nodes, whether a socket holds one node or several (SNC, NPS2/4).
+    cand.append(("MC", spans_by(m.cpu_llc), dict(pct=opts["imbalance_pct_mc"], tries=opts["cache_nice_tries_mc"], numa=False, llc=True)))
+    cand.append(("PKG", spans_by(m.cpu_node), dict(pct=opts["imbalance_pct_mc"], tries=1, numa=False, llc=False)))
     # Levels from the distances between nodes with CPUs (sched_init_numa skips CPU-less nodes).
     with_cpus = list(m.cpu_nodes)
     dists = sorted(set(int(d) for d in np.unique(m.distance[np.ix_(with_cpus, with_cpus)])) - {10})
@@ -78,7 +79,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
         spans = [by_node[n] for n in m.cpu_node.tolist()]
         cand.append((f"NUMA-{d}", spans, dict(pct=opts["imbalance_pct_numa"], tries=opts["cache_nice_tries_numa"], numa=True, llc=False, dist=d)))
 
-    # imb_numa_nr: at the first level above the LLC, 1/8 of it (one LLC) or its LLC count.
+    # imb_numa_nr: at the first level above the LLC (PKG, the node), 1/8 of it (one LLC) or its LLC count.
     llc_w = len(cand[1 if m.smt else 0][1][0])
     pkg_w = len(cand[2 if m.smt else 1][1][0])
     nr_llcs = pkg_w // llc_w

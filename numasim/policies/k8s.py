@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from ..errors import Problem
-from ..model.machine import parse_cpulist
+from ..model.cpulist import parse_cpulist
 from ..model.spec import Duration, Size
 from .api import Admission, Decision, MemPolicy, SetAffinity
 from .cfs import CFS, CFSOptions

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, StrictInt
 
 from ..errors import Problem
-from ..model.machine import parse_cpulist
+from ..model.cpulist import parse_cpulist
 from ..model.spec import Duration
 from .api import Admission, Decision, SetAffinity
 from .cfs import CFS, CFSOptions

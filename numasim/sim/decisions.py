@@ -127,7 +127,7 @@ class Decisions:
         src, dst = self._cpu_node[old], self._cpu_node[cpu]
         # Within one LLC only the private caches are lost; across LLCs, the whole footprint.
         footprint = self.p_footprint[tid]
-        if m.cpu_socket[old] == m.cpu_socket[cpu] and m.spec.nodes_per_socket == 1:
+        if self._cpu_llc[old] == self._cpu_llc[cpu]:
             footprint = min(footprint, m.spec.l2_kib * 1024)
         self.t_debt[tid] += refill_ns(footprint, self._lmat_diag[dst], self.p_mlp[tid])
         self.c_moves[tid] += 1

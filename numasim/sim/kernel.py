@@ -202,6 +202,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates):
         self.rq: list[list[int]] = [[] for _ in range(machine.n_cpus)]
         self._core_of = [machine.core_cpus[int(machine.cpu_core[c])] for c in range(machine.n_cpus)]
         self._cpu_node = machine.cpu_node.tolist()
+        self._cpu_llc = machine.cpu_llc.tolist()
+        self._core_id = machine.cpu_core.tolist()
+        # Cache-to-cache transfers by level: the same core, the same LLC, then by node.
+        self._c2c_smt, self._c2c_llc = spec_c2c = machine.spec.c2c_smt_ns, machine.spec.c2c_llc_ns
+        self._c2c_levels = machine.spec.cores_per_llc is not None or any(v is not None for v in spec_c2c)
         self._slices: dict[int, float] = {}
         self.t_shared_rid = [0] * nt
 

@@ -175,31 +175,55 @@ class Rates:
         that thread is another working thread of the process, on a node in proportion to where
         they run; the line costs the machine's HITM latency to that node, plus the directory's
         extra trip when the line's home (where the process's shared memory is) is not the writer's
-        node. 0 for a thread with no other working thread."""
+        node. On machines that say so, a writer on the same core or behind the same last-level
+        cache costs less (``c2c_smt_ns``, ``c2c_llc_ns``). 0 for a thread with no other working
+        thread."""
         out = np.zeros(tids.size)
-        c2c, extra = self.machine.c2c, self.machine.c2c_not_writer_homed
+        m = self.machine
+        c2c, extra = m.c2c, m.c2c_not_writer_homed
+        fine = self._c2c_levels
         homes = self.memory.distributions(_gather(self.t_shared_rid, tids))
         counts: dict[int, NDArray[np.float64]] = {}
-        t_cpu, phase, node_of = self.t_cpu, self.t_phase, self._cpu_node
+        near: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # per process: threads per LLC, per core
+        t_cpu, phase, node_of, llc_of = self.t_cpu, self.t_phase, self._cpu_node, self._cpu_llc
         for i, (tid, cpu) in enumerate(zip(tids.tolist(), cpus.tolist())):
             if cpu < 0 or not (self.p_coherence[tid] or self.p_lock_lines[tid]):
                 continue
             p = self.t_proc[tid]
             if p not in counts:
-                cnt = np.zeros(self.machine.n_nodes)
+                cnt = np.zeros(m.n_nodes)
+                per_llc: dict[int, int] = {}
+                per_core: dict[int, int] = {}
                 for t in self.proc_tids[p]:
-                    if t_cpu[t] >= 0 and phase[t] == WORK:
-                        cnt[node_of[t_cpu[t]]] += 1.0
+                    c = t_cpu[t]
+                    if c >= 0 and phase[t] == WORK:
+                        cnt[node_of[c]] += 1.0
+                        if fine:
+                            per_llc[llc_of[c]] = per_llc.get(llc_of[c], 0) + 1
+                            core = self._core_id[c]
+                            per_core[core] = per_core.get(core, 0) + 1
                 counts[p] = cnt
+                near[p] = (per_llc, per_core)
             others = counts[p].copy()
             own = node_of[cpu]
-            if phase[tid] == WORK and t_cpu[tid] == cpu:
-                others[own] -= 1.0
+            me = 1 if phase[tid] == WORK and t_cpu[tid] == cpu else 0
+            others[own] -= me
             total = others.sum()
             if total > 0:
                 home = homes[i]
                 cost = c2c[own] + extra[own] * (1.0 - home) if home.any() else c2c[own]
-                out[i] = float(cost @ others) / total
+                spent = float(cost @ others)
+                if fine:
+                    # Writers sharing this thread's core or LLC cost their own latency, not the node's.
+                    per_llc, per_core = near[p]
+                    same_core = per_core.get(self._core_id[cpu], 0) - me
+                    same_llc = per_llc.get(llc_of[cpu], 0) - me - same_core
+                    local = float(cost[own])
+                    smt, llc = self._c2c_smt, self._c2c_llc
+                    llc = local if llc is None else llc
+                    smt = llc if smt is None else smt
+                    spent += same_llc * (llc - local) + same_core * (smt - local)
+                out[i] = spent / total
         return out
 
     def _set_tau(self, tids: NDArray[np.int64]) -> None:
