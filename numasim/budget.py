@@ -5,8 +5,16 @@ time and CPUs. A thread makes about 80-90 events per simulated second in the shi
 scenarios and the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread
 pods on 8x56 cores 88), so 100 is used. The balancer's ticks add work per CPU. An event
 costs 17-41 us of CPU on the benchmark machine (docs/performance.md), so 40 is used.
-Memory is what a run allocates up front and keeps: the samples (one row per sample
-interval) and the chunk store (24 bytes per 2 MiB of pod memory).
+Workloads can ask for more: a request costs about two events (pacific: 128,180 events for
+61,749 requests, everything included), at most as many per second as a thread can finish
+(its think time plus the request's operations at idle memory latency and its share of the
+CPUs); an open pod's arrivals are events whatever its threads can take, and queue when they
+cannot; a stop-the-world pause blocks and wakes every thread of its pod. Each sample costs
+about 0.4 ms plus 0.5 us per sampled value (measured: 2 threads on 44 CPUs 0.4 ms, 80 threads
+on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run allocates and keeps: the samples
+(the sampled values, plus about 4 KiB each for the time series built from them: measured
+4.3 and 16.5 KiB a sample on the same two scenarios), queued requests and the chunk store
+(24 bytes per 2 MiB of pod memory).
 """
 
 from __future__ import annotations
@@ -14,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import Problem, ScenarioError
+from .model.machine import Machine
 from .model.scenario import Scenario, Variant
+from .model.workload import WorkloadProfile
 from .policies.api import CHUNK
 
 __all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
@@ -22,6 +32,12 @@ __all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_ME
 EVENTS_PER_THREAD_S = 100.0
 EVENTS_PER_CPU_S = 250.0  # a balancer tick per CPU every 4 ms, counted as an event
 CPU_S_PER_EVENT = 40e-6
+EVENTS_PER_REQUEST = 2.0
+SAMPLE_CPU_S = 4e-4  # per sample, plus SAMPLE_CPU_S_PER_VALUE per sampled value
+SAMPLE_CPU_S_PER_VALUE = 5e-7
+SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
+SAMPLE_BYTES = 4096  # per sample, whatever its size
+QUEUED_REQUEST_BYTES = 40  # an arrival time waiting in an open pod's queue
 SAMPLED_PER_THREAD = 16 + 1  # counters sampled per thread, plus its row of per-node misses per node
 DEFAULT_MAX_WORK_S = 4 * 3600.0  # estimated CPU time above which a run needs --max-work
 MAX_MEMORY_BYTES = 8 * 2**30  # estimated memory of one simulation above which it is refused
@@ -35,6 +51,7 @@ class Estimate:
     events: float
     cpu_seconds: float
     run_memory_bytes: float  # the largest single simulation's
+    sample_seconds: float = 0.0  # of cpu_seconds, what taking the samples costs
 
     def describe(self) -> str:
         plural = "s" if self.runs != 1 else ""
@@ -59,27 +76,60 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     events = 0.0
     memory = 0.0
     runs = 0
+    sample_s = 0.0
     for v in variants:
         machine = scenario.machine_of(v)
         pods = scenario.pods_of(v)
+        profiles = scenario.profiles_of(v)
         threads = sum(p.replicas * p.threads for p in pods)
         n_pods = sum(p.replicas for p in pods)
-        per_run = dur_s * (threads * EVENTS_PER_THREAD_S + machine.n_cpus * EVENTS_PER_CPU_S)
+        share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
+        per_s = machine.n_cpus * EVENTS_PER_CPU_S
+        queued = 0.0
+        for p in pods:
+            pr = profiles[p.profile]
+            per_s += p.replicas * _pod_events_per_s(pr, p.threads, machine, share)
+            if pr.requests is not None and pr.requests.mode == "open":
+                queued += p.replicas * pr.requests.rate_per_s * dur_s
         n = spec.replications + levels
         runs += n
-        events += n * per_run
+        events += n * dur_s * per_s
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
+        sample_s += n * n_samples * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
-        memory = max(memory, n_samples * row * 8.0 + chunks * 24.0)
-    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT, run_memory_bytes=memory)
+        memory = max(memory, n_samples * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0
+                     + queued * QUEUED_REQUEST_BYTES)
+    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + sample_s,
+                    run_memory_bytes=memory, sample_seconds=sample_s)
+
+
+def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:
+    """Events per simulated second of one pod: its threads' slices and wake-ups, its requests, its pauses."""
+    per_thread = EVENTS_PER_THREAD_S
+    req = pr.requests
+    if req is not None and req.mode == "closed":
+        # The fastest a thread can go: its share of a CPU, memory at idle latency.
+        mlp = machine.stream_mlp if pr.mlp == "hardware" else min(float(pr.mlp), machine.thread_mlp)
+        stall = pr.dependent_fraction + (1.0 - pr.dependent_fraction) / max(mlp, 1.0)
+        op_s = (pr.cycles_per_op / machine.spec.frequency_ghz
+                + pr.llc_misses_per_op * machine.spec.local_latency_ns * stall) / 1e9
+        per_thread = max(per_thread, EVENTS_PER_REQUEST / (req.think_ms / 1e3 + req.ops * op_s / share))
+    per_s = threads * per_thread
+    if req is not None and req.mode == "open":
+        per_s += EVENTS_PER_REQUEST * req.rate_per_s  # arrivals, whether or not the threads keep up
+    if pr.pause_interval_ms is not None:
+        per_s += 2.0 * (threads + 1) / (pr.pause_interval_ms / 1e3)  # every thread blocks and wakes
+    return per_s
 
 
 def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str) -> None:
     """Refuse a run over its budget, with the estimate and the flag that lifts the limit (None: no limit)."""
     if max_work_s is not None and est.cpu_seconds > max_work_s:
+        what = ("use a longer sample_interval (the samples take most of it), "
+                if est.sample_seconds > est.cpu_seconds / 2 else "")
         raise ScenarioError(Problem("--max-work", (
-            f"this run is estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; "
+            f"this run is estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; {what}"
             "shorten duration, lower replications or pods, or raise the budget with --max-work SECONDS")), source=source)
     if max_memory_bytes is not None and est.run_memory_bytes > max_memory_bytes:
         raise ScenarioError(Problem("--max-memory", (

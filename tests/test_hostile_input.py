@@ -15,7 +15,7 @@ import yaml
 
 from numasim.budget import estimate
 from numasim.cli import main
-from numasim.model.machine import parse_cpulist
+from numasim.model.cpulist import parse_cpulist
 from numasim.model.scenario import from_dict, load
 from numasim.model.yamlfile import MAX_BYTES, MAX_DEPTH, MAX_NODES
 
@@ -93,9 +93,22 @@ def test_cpulists_are_checked_against_the_machine_before_they_are_built(text, me
     assert parse_cpulist("1-44:2", 44) == frozenset(range(1, 44, 2))
 
 
+def _java(**fields) -> dict:
+    """The base pods on a java-transactions workload with ``fields`` changed."""
+    return {"workloads": {"j": {"base": "java-transactions", **fields}},
+            "pods": [{**BASE["pods"][0], "profile": "j"}]}
+
+
 @pytest.mark.parametrize("changes, flag, words", [
     ({"duration": "1e9s"}, "--max-work", ["estimated", "--max-work SECONDS"]),
-    ({"sample_interval": "1ns"}, "--max-memory", ["GiB", "sample_interval"]),
+    ({"sample_interval": "1ns"}, "--max-work", ["sample_interval"]),
+    # Each sample costs time and memory: a microsecond interval over seconds is millions of them.
+    ({"sample_interval": "1us"}, "--max-memory", ["GiB"]),
+    # Events the workload asks for: arrivals at a rate no thread keeps up with, requests of
+    # next to no work with no think time, pauses every nanosecond.
+    (_java(requests={"mode": "open", "rate_per_s": 1e9, "ops": 1000}), "--max-work", ["estimated"]),
+    (_java(requests={"mode": "closed", "think_ms": 0, "ops": 1e-6}), "--max-work", ["estimated"]),
+    (_java(pause_interval_ms=1e-6, pause_ms=1e-6), "--max-work", ["estimated"]),
 ])
 def test_runs_over_budget_are_refused_before_they_start(tmp_path, capsys, changes, flag, words):
     p = scenario(tmp_path, **changes)
