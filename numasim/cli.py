@@ -411,7 +411,15 @@ class _Stopped(BaseException):
         super().__init__(signum)
 
 
+_MAIN_PID: list[int] = []  # the process that installed _stop (forked workers inherit the handler)
+
+
 def _stop(signum: int, _frame) -> None:
+    if _MAIN_PID and os.getpid() != _MAIN_PID[-1]:
+        # A forked worker (a dask worker of a sweep): end as the signal's default would, quietly.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise _Stopped(signum)
 
 
@@ -420,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     previous = {}
     if threading.current_thread() is threading.main_thread():
+        _MAIN_PID.append(os.getpid())
         for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             if sig is not None:
                 previous[sig] = signal.signal(sig, _stop)
@@ -428,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if previous:
+            _MAIN_PID.pop()
 
 
 def _main(args) -> int:

@@ -27,7 +27,20 @@ def _machine_arg(value: str | None):
     if not os.path.exists(value):
         raise ScenarioError(Problem("--machine", f"{value!r} is neither a machine preset ({', '.join(preset_names('machines'))}) "
                                                  "nor a file"))
-    return read_yaml(Path(value))
+    data = read_yaml(Path(value))
+    if not isinstance(data, dict):
+        raise ScenarioError(Problem("", "the machine file is empty" if data is None else
+                                    f"a machine file is a mapping of machine fields (or preset: NAME and the fields "
+                                    f"it changes), got {type(data).__name__}"), source=value)
+    # Its problems are the file's, at paths inside it (not the scenario's machine: section).
+    from .model.scenario import _resolve_machine
+
+    problems: list[Problem] = []
+    _resolve_machine(data, problems)
+    if problems:
+        raise ScenarioError([Problem(p.path.removeprefix("machine.").removeprefix("machine"), p.message)
+                             for p in problems], source=value)
+    return data
 
 
 def _cmd_machine(args, out: Console, err: Console) -> int:

@@ -54,6 +54,8 @@ def test_a_scenario_names_a_file_relative_to_itself_and_a_module(tmp_path, monke
     ("def broken(:\n", "bad.py:X", "failed to load: SyntaxError"),
     ("class X:\n    pass\n", "notpolicy.py:X", "X is not a numasim Policy subclass"),
     (None, "nosuchmodule_xyz:Thing", "failed to load: ModuleNotFoundError"),
+    ("from numasim import Policy\nclass P(Policy):\n    name = 'p'\n", "noplace.py:P",
+     "P does not implement place()"),
 ])
 def test_bad_policy_references_are_explained(tmp_path, capsys, content, ref, message):
     name = ref.split(":")[0]

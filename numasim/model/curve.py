@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import curve_fit
+from scipy.optimize import OptimizeWarning, curve_fit
 
 __all__ = ["LoadedLatencyCurve"]
 
@@ -36,5 +37,8 @@ class LoadedLatencyCurve:
         def g(u: NDArray[np.float64], a: float, b: float) -> NDArray[np.float64]:
             return 1.0 + a * u**b
 
-        (a, b), _ = curve_fit(g, bw, ratio, p0=(2.0, 4.0), bounds=([0.0, 1.0], [20.0, 40.0]))
+        with warnings.catch_warnings():
+            # Two points fit both parameters exactly, and the covariance scipy warns about is not used.
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (a, b), _ = curve_fit(g, bw, ratio, p0=(2.0, 4.0), bounds=([0.0, 1.0], [20.0, 40.0]))
         return LoadedLatencyCurve(float(a), float(b))

@@ -200,13 +200,27 @@ class MachineSpec(Spec):
             socket_routes(self.sockets, self.links, self.routers)  # raises on a bad socket id or a disconnected graph
         if self.c2c_remote_reader_homed_ns is not None and self.c2c_remote_ns is None:
             raise ValueError("c2c_remote_reader_homed_ns needs c2c_remote_ns (the line homed in the writer's socket)")
+        for where, points in [("loaded_latency", self.loaded_latency)] + [
+                (f"memory_nodes[{k}].loaded_latency", mn.loaded_latency) for k, mn in enumerate(self.memory_nodes)]:
+            if points is not None and points[-1][1] <= points[0][1]:
+                raise ValueError(f"{where}: latency must rise with bandwidth (the last point's "
+                                 f"{points[-1][1]:g} ns is not above the first's {points[0][1]:g} ns)")
+        bws = [p[0] for p in self.loaded_latency]
+        if any(b2 <= b1 for b1, b2 in zip(bws, bws[1:])):
+            raise ValueError("loaded_latency points must have increasing bandwidth")
         if self.bandwidth_1to1_gbps is not None and self.bandwidth_1to1_gbps >= 2 * self.loaded_latency_peak_gbps:
             raise ValueError("bandwidth_1to1_gbps must be less than twice loaded_latency_peak_gbps "
                              "(a write-back cannot cost nothing)")
         for name in ("latency_ns", "slit"):
             mat = getattr(self, name)
-            if n > 1 and mat is not None and (len(mat) != n or any(len(row) != n for row in mat)):
+            if mat is None:
+                continue
+            if n > 1 and (len(mat) != n or any(len(row) != n for row in mat)):
                 raise ValueError(f"{name} must be a {n}x{n} matrix (one row per NUMA node)")
+            if not mat or any(len(row) != len(mat) for row in mat):
+                # One node uses neither matrix (a preset's stays when sockets is set to 1), but a
+                # malformed one is still an error.
+                raise ValueError(f"{name} must be a square matrix (one row per NUMA node)")
         if n > 1 and self.slit is not None and any(self.slit[i][i] != 10 for i in range(n)):
             raise ValueError("slit must have 10 on the diagonal (ACPI SLIT convention)")
         if n > 1 and self.slit is not None and any(self.slit[i][j] <= 10 for i in range(n) for j in range(n) if i != j):

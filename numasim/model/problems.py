@@ -54,6 +54,27 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
+_BOUNDS = {"greater_than": "more than", "greater_than_equal": "at least", "less_than": "less than",
+           "less_than_equal": "at most"}
+
+
+def _unit_format(model: type[BaseModel], loc: tuple):
+    """How to print the value of the field at ``loc`` when it is a duration or a size, else None."""
+    from ..units import format_duration, format_size
+
+    parent = _model_at(model, loc[:-1]) if loc else None
+    field = parent.model_fields.get(str(loc[-1])) if parent is not None else None
+    if field is None:
+        return None
+    for meta in field.metadata:
+        kind = getattr(meta, "format", None)
+        if kind == "duration":
+            return lambda v: format_duration(int(v))
+        if kind == "size":
+            return format_size
+    return None
+
+
 # Names pydantic puts in an error's location for the member of a union that failed.
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "bytes", "none", "dict", "list", "tuple"})
 
@@ -92,6 +113,10 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: tu
                                                    "allowed keys: see docs/scenarios.md")
         elif kind == "missing":
             msg = "required field is missing"
+        elif kind in _BOUNDS and "ctx" in err and (fmt := _unit_format(model, loc)) is not None:
+            # A duration or a size: the bound and the value in the units they are written in.
+            bound = next(iter(err["ctx"].values()))
+            msg = f"must be {_BOUNDS[kind]} {fmt(bound)}, got {fmt(inp) if isinstance(inp, (int, float)) else inp!r}"
         else:
             msg = err["msg"]
             if msg.startswith("Value error, "):

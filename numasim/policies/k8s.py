@@ -56,7 +56,7 @@ class K8sOptions(CFSOptions):
     reserved_memory: Size = Field(
         default=0, ge=0, description="--reserved-memory per NUMA node (the Static Memory Manager needs it > 0)")
     reconcile_period: Duration = Field(
-        default="10s", gt=0, description="--cpu-manager-reconcile-period: how soon shared-pool cpusets follow allocations")
+        default="10s", ge=1_000_000, description="--cpu-manager-reconcile-period: how soon shared-pool cpusets follow allocations (at least 1 ms)")
     cfs_quota: bool = Field(default=True, description="enforce CPU limits with CFS bandwidth control (kubelet --cpu-cfs-quota)")
 
 

@@ -56,6 +56,9 @@ def _load_entry_points() -> None:
         if not (isinstance(cls, type) and issubclass(cls, Policy)):
             _BROKEN[ep.name] = f"{where} is not a numasim Policy subclass"
             continue
+        if getattr(cls, "__abstractmethods__", None):
+            _BROKEN[ep.name] = f"{where} does not implement " + ", ".join(sorted(cls.__abstractmethods__))
+            continue
         _REGISTRY.setdefault(cls.name or ep.name, cls)
 
 
@@ -126,6 +129,10 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} is not a numasim Policy subclass"))
     if not cls.name:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} has no name"))
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} does not implement "
+                                    + ", ".join(f"{m}()" for m in missing) + ", which every policy must"))
     _REGISTRY[ref] = cls
     return cls
 
