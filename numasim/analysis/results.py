@@ -19,9 +19,11 @@ from ..sim.trace import Trace
 from .confidence import half_width, mser_truncation
 from .metrics import REPLICATED, Metrics
 
-__all__ = ["RunResult", "SCHEMA"]
+__all__ = ["RunResult", "SCHEMA", "MAX_BYTES"]
 
 SCHEMA = "numasim.result/1"
+MAX_BYTES = 256 * 2**20
+"""The largest results file read back (a run of hours sampled every 100 ms, many variants, is tens of MiB)."""
 
 
 @dataclass
@@ -66,7 +68,7 @@ class RunResult:
         run = self.run(label)
         if len(run.replicates) < 2:
             return {"throughput_sd": None, "relative_throughput_sd": None, "locality_sd": None}
-        loc = [x["locality"] for x in run.replicates if x["locality"] is not None]
+        loc = [x.get("locality") for x in run.replicates if x.get("locality") is not None]
         rel = self.relative_replicates(label)
         return {
             "throughput_sd": float(np.std([x["throughput"] for x in run.replicates], ddof=1)),
@@ -136,19 +138,18 @@ class RunResult:
         """The results written by :meth:`to_json` (``--json``), read back from the data or a file's path:
         figures, pods, time series, SLA scores and provenance; not the traces (per-thread samples),
         which are not written. ``.to_json()`` of the result gives the same document."""
-        import json
         import os
         from dataclasses import fields
 
         from .metrics import PodMetrics
 
         if isinstance(data, (str, os.PathLike)):
-            with open(data, encoding="utf-8") as fh:
-                data = json.load(fh)
+            data = _read_json(data)
 
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ValueError(f"not numasim results of schema {SCHEMA} (schema: {str((data or {}).get('schema'))[:40]!r})"
                              if isinstance(data, dict) else "not numasim results (a JSON object)")
+        _check_document(data)
         pod_fields = {f.name for f in fields(PodMetrics)}
         run_fields = {f.name for f in fields(Metrics)}
         runs = []
@@ -233,3 +234,188 @@ class RunResult:
             df.insert(0, "label", r.label)
             frames.append(df)
         return pd.concat(frames, ignore_index=True)
+
+
+def _read_json(path) -> Any:
+    """The JSON document in the file ``path``: at most MAX_BYTES of a regular file or a pipe (like a scenario file).
+
+    Raises ValueError (or OSError) with a message that says what is wrong.
+    """
+    import json
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise ValueError("is a directory, expected a JSON file")
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise ValueError("is a device or socket, expected a JSON file")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ValueError("file not found") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"larger than {MAX_BYTES // 2**20} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not a UTF-8 text file") from None
+    del raw
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be numasim results") from None
+    except ValueError as exc:
+        raise ValueError(f"malformed JSON: {exc}") from None
+
+
+# What from_json needs of a document, and what the methods of RunResult and compare() read.
+_NUMBER = "a number"
+_NUMBER_OR_NULL = "a number or null"
+_RUN_NUMBERS = ("throughput", "cpu_utilisation", "memory_gbps", "migrations", "cross_node_migrations",
+                "pages_migrated_bytes", "hinting_faults", "numa_task_moves", "kernel_cpu_seconds",
+                "throttled_seconds", "sim_events", "rate_solves")
+_RUN_OPTIONAL_NUMBERS = ("pages_promoted_bytes", "pages_demoted_bytes")
+_RUN_NUMBERS_OR_NULL = ("locality", "runqueue_wait")
+_POD_TEXTS = ("name", "group", "status", "reason")
+_POD_NUMBERS = ("throughput", "cpu_seconds", "migrations", "cross_node_migrations", "pages_migrated_bytes",
+                "throttled_seconds")
+_POD_NUMBERS_OR_NULL = ("locality", "runqueue_wait")
+
+
+class _Shape(ValueError):
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_KINDS = {
+    "an object": lambda v: isinstance(v, dict),
+    "an object or null": lambda v: v is None or isinstance(v, dict),
+    "a list": lambda v: isinstance(v, list),
+    "a string": lambda v: isinstance(v, str),
+    _NUMBER: _is_number,
+    _NUMBER_OR_NULL: lambda v: v is None or _is_number(v),
+}
+
+
+def _need(obj: dict, key: str, path: str, what: str, optional: bool = False) -> Any:
+    """``obj[key]`` when it is ``what`` (one of the kinds below), else a _Shape error naming ``path.key``."""
+    where = f"{path}.{key}" if path else key
+    if key not in obj:
+        if optional:
+            return None
+        raise _Shape(where, f"missing (expected {what})")
+    v = obj[key]
+    if not _KINDS[what](v):
+        raise _Shape(where, f"expected {what}, got {_kind(v)}")
+    return v
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true/false"
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(v), "a number")
+
+
+def _numbers(values: Any, path: str, null: bool = False) -> None:
+    for i, v in enumerate(values):
+        if not (_is_number(v) or (null and v is None)):
+            raise _Shape(f"{path}[{i}]", f"expected {_NUMBER_OR_NULL if null else _NUMBER}, got {_kind(v)}")
+
+
+def _check_document(data: dict[str, Any]) -> None:
+    """Refuse a results document whose shape is not the one to_json writes (a _Shape error names the field)."""
+    scenario = _need(data, "scenario", "", "an object")
+    _need(scenario, "provenance", "scenario", "an object or null", optional=True)
+    baseline = _need(data, "baseline", "", "a string")
+    runs = _need(data, "runs", "", "a list")
+    if not runs:
+        raise _Shape("runs", "expected at least one run")
+    labels: dict[str, int] = {}
+    for i, run in enumerate(runs):
+        path = f"runs[{i}]"
+        if not isinstance(run, dict):
+            raise _Shape(path, f"expected an object, got {_kind(run)}")
+        label = _need(run, "label", path, "a string")
+        if label in labels:
+            raise _Shape(f"{path}.label", f"{label[:80]!r} is also the label of runs[{labels[label]}]; "
+                                          "each run has its own label")
+        labels[label] = i
+        _need(run, "policy", path, "a string")
+        for key in _RUN_NUMBERS:
+            _need(run, key, path, _NUMBER)
+        for key in _RUN_OPTIONAL_NUMBERS:
+            _need(run, key, path, _NUMBER, optional=True)
+        for key in _RUN_NUMBERS_OR_NULL:
+            _need(run, key, path, _NUMBER_OR_NULL)
+        _check_latency(run, path)
+        _need(run, "sla", path, "an object or null", optional=True)
+        window = _need(run, "window_s", path, "a list")
+        if len(window) != 2:
+            raise _Shape(f"{path}.window_s", f"expected [start, end], got {len(window)} values")
+        _numbers(window, f"{path}.window_s")
+        for j, event in enumerate(_need(run, "events", path, "a list", optional=True) or []):
+            where = f"{path}.events[{j}]"
+            if not isinstance(event, dict):
+                raise _Shape(where, f"expected an object, got {_kind(event)}")
+            _need(event, "time_s", where, _NUMBER)
+            _need(event, "kind", where, "a string")
+            _need(event, "text", where, "a string")
+        series = _need(run, "timeseries", path, "an object")
+        for key, values in series.items():
+            if not isinstance(values, list):
+                raise _Shape(f"{path}.timeseries.{key[:80]}", f"expected a list, got {_kind(values)}")
+        for key in ("time_s", "throughput"):
+            _numbers(series.get(key) or [], f"{path}.timeseries.{key}", null=True)
+        if len(series.get("throughput") or []) != len(series.get("time_s") or []):
+            raise _Shape(f"{path}.timeseries", "throughput and time_s have different lengths")
+        seeds = _need(run, "seeds", path, "a list", optional=True) or []
+        for j, seed in enumerate(seeds):
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise _Shape(f"{path}.seeds[{j}]", f"expected an integer, got {_kind(seed)}")
+        for j, rep in enumerate(_need(run, "replicates", path, "a list", optional=True) or []):
+            where = f"{path}.replicates[{j}]"
+            if not isinstance(rep, dict):
+                raise _Shape(where, f"expected an object, got {_kind(rep)}")
+            seed = rep.get("seed")
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise _Shape(f"{where}.seed", f"expected an integer, got {_kind(seed) if 'seed' in rep else 'nothing'}")
+            _need(rep, "throughput", where, _NUMBER)
+            for key in REPLICATED:
+                _need(rep, key, where, _NUMBER_OR_NULL, optional=True)
+        links = _need(run, "links", path, "a list", optional=True) or []
+        for j, link in enumerate(links):
+            if not isinstance(link, str):
+                raise _Shape(f"{path}.links[{j}]", f"expected a string, got {_kind(link)}")
+        for j, pod in enumerate(_need(run, "pods", path, "a list")):
+            where = f"{path}.pods[{j}]"
+            if not isinstance(pod, dict):
+                raise _Shape(where, f"expected an object, got {_kind(pod)}")
+            for key in _POD_TEXTS:
+                _need(pod, key, where, "a string")
+            for key in _POD_NUMBERS:
+                _need(pod, key, where, _NUMBER)
+            for key in _POD_NUMBERS_OR_NULL:
+                _need(pod, key, where, _NUMBER_OR_NULL)
+            _need(pod, "throughput_ci", where, _NUMBER_OR_NULL, optional=True)
+            _check_latency(pod, where)
+            _numbers(_need(pod, "memory_per_node_bytes", where, "a list"), f"{where}.memory_per_node_bytes")
+            _need(pod, "placement", where, "an object", optional=True)
+    if baseline not in labels:
+        raise _Shape("baseline", f"{baseline[:80]!r} names no run; labels: {', '.join(labels)[:200]}")
+
+
+def _check_latency(obj: dict, path: str) -> None:
+    latency = _need(obj, "latency", path, "an object or null")
+    for key, v in (latency or {}).items():
+        if not (v is None or _is_number(v)):
+            raise _Shape(f"{path}.latency.{key[:80]}", f"expected {_NUMBER_OR_NULL}, got {_kind(v)}")

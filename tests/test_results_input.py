@@ -1,0 +1,121 @@
+"""Reading results back (numasim.load_result, numasim compare): bad files get one clear message and exit 2.
+
+A results file is read like a scenario file: a regular file (or a pipe) of at most
+256 MiB, nested within reason, and of the shape ``RunResult.to_json`` writes; a wrong
+field is named by its path (``runs[0].pods[0]: expected an object``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+import numasim
+from numasim.analysis.results import MAX_BYTES
+from numasim.cli import main
+
+from .conftest import small_scenario
+
+
+@pytest.fixture(scope="module")
+def good() -> dict:
+    data = small_scenario(duration="2s", replications=2,
+                          policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
+    data["pods"][0]["replicas"] = 1
+    return numasim.run(numasim.from_dict(data), workers=1, quiet=True, with_sla=False).to_json()
+
+
+def _compare(tmp_path, capsys, doc) -> tuple[int, str]:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(doc[0]))
+    b.write_text(doc[1] if isinstance(doc[1], str) else json.dumps(doc[1]))
+    capsys.readouterr()
+    rc = main(["compare", str(a), str(b)])
+    return rc, capsys.readouterr().err
+
+
+def test_a_good_file_still_compares(tmp_path, capsys, good):
+    rc, _ = _compare(tmp_path, capsys, (good, good))
+    assert rc == 0
+
+
+def _set(doc: dict, path: list, value) -> dict:
+    doc = copy.deepcopy(doc)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return doc
+
+
+_DELETE = object()
+
+BAD = [
+    (["runs", 0, "pods"], [1], "runs[0].pods[0]: expected an object, got a number"),
+    (["scenario"], 5, "scenario: expected an object, got a number"),
+    (["scenario", "provenance"], 5, "scenario.provenance: expected an object or null"),
+    (["runs", 0, "label"], ["x"], "runs[0].label: expected a string, got a list"),
+    (["runs", 0, "replicates"], "x", "runs[0].replicates: expected a list, got a string"),
+    (["runs", 0, "replicates"], [{"seed": 1, "throughput": "a"}, {"seed": 2, "throughput": "b"}],
+     "runs[0].replicates[0].throughput: expected a number, got a string"),
+    (["runs", 0, "replicates", 0, "seed"], _DELETE, "runs[0].replicates[0].seed: expected an integer"),
+    (["runs", 0, "throughput"], "fast", "runs[0].throughput: expected a number"),
+    (["runs", 0, "throughput"], None, "runs[0].throughput: expected a number, got null"),
+    (["runs", 0, "window_s"], 5, "runs[0].window_s: expected a list"),
+    (["runs", 0, "events"], [1], "runs[0].events[0]: expected an object"),
+    (["runs", 1], 7, "runs[1]: expected an object, got a number"),
+    (["runs"], [], "runs: expected at least one run"),
+    (["runs"], "x", "runs: expected a list, got a string"),
+    (["baseline"], "nosuch", "baseline: 'nosuch' names no run; labels: cfs, numactl"),
+    (["runs", 1, "label"], "cfs", "runs[1].label: 'cfs' is also the label of runs[0]"),
+]
+
+
+@pytest.mark.parametrize("path,value,message", BAD, ids=[m.split(":")[0] for _, _, m in BAD])
+def test_a_wrong_field_is_named_by_its_path(tmp_path, capsys, good, path, value, message):
+    rc, err = _compare(tmp_path, capsys, (good, _set(good, path, value)))
+    assert rc == 2, err
+    assert f"b.json: cannot be read as numasim results: {message}" in err
+    assert "Traceback" not in err
+
+
+def test_deep_nesting_is_refused(tmp_path, capsys, good):
+    rc, err = _compare(tmp_path, capsys, (good, "[" * 100_000 + "]" * 100_000))
+    assert rc == 2 and "nested too deeply" in err
+
+
+def test_a_device_a_directory_a_missing_file_and_bad_bytes(tmp_path, capsys, good):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(good))
+    for b, message in (("/dev/null", "is a device or socket, expected a JSON file"),
+                       (str(tmp_path), "is a directory, expected a JSON file"),
+                       (str(tmp_path / "nosuch.json"), "file not found")):
+        assert main(["compare", str(a), b]) == 2
+        assert f"{b}: cannot be read as numasim results: {message}" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(numasim.NumasimError, match="not a UTF-8 text file"):
+        numasim.load_result(bad)
+    bad.write_text("{nope")
+    with pytest.raises(numasim.NumasimError, match="malformed JSON"):
+        numasim.load_result(bad)
+
+
+def test_a_file_over_the_cap_is_refused_unread(tmp_path):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:  # sparse: no disk used
+        fh.truncate(MAX_BYTES + 1)
+    with pytest.raises(numasim.NumasimError, match=f"larger than {MAX_BYTES // 2**20} MiB"):
+        numasim.load_result(big)
+
+
+def test_the_checks_apply_to_data_too(good):
+    with pytest.raises(ValueError, match=r"runs\[0\]\.pods\[0\]: expected an object"):
+        numasim.RunResult.from_json(_set(good, ["runs", 0, "pods"], [1]))
+    back = numasim.RunResult.from_json(good)
+    assert back.to_json()["runs"] == good["runs"]
