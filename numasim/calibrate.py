@@ -108,6 +108,17 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
             data = copy.deepcopy(base)
             set_path(data, path, end, "--fit")
             from_dict(data, source=f"{source} with {path}={end:g}")
+        # and so must a value between them that is not a whole number: the fit tries any real value
+        mid = (lo + hi) / 2
+        if mid.is_integer():
+            mid += 0.5 if hi - lo >= 1 else (hi - lo) / 4
+        data = copy.deepcopy(base)
+        set_path(data, path, mid, "--fit")
+        try:
+            from_dict(data, source=f"{source} with {path}={mid:g}")
+        except ScenarioError as exc:
+            raise ScenarioError(Problem(f"--fit {path}", f"needs a real-valued field, and {path}={mid:g} is refused: "
+                                                         f"{exc.problems[0]}")) from None
     wanted = sorted({t[0] for t in targets} | {checked.baseline})
     paths = list(fit)
     history: list[dict[str, Any]] = []

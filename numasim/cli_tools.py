@@ -96,6 +96,17 @@ def _span(item: str, flag: str) -> tuple[str, tuple[float, float]]:
         raise ScenarioError(Problem(flag, f"{item[:80]!r} must be PATH=LO..HI with numbers")) from None
 
 
+def _spans(items: list[str], flag: str) -> dict[str, tuple[float, float]]:
+    """Every ``PATH=LO..HI`` of a repeated --range or --fit, by path; a path given twice is refused."""
+    spans: dict[str, tuple[float, float]] = {}
+    for item in items:
+        path, span = _span(item, flag)
+        if path in spans:
+            raise ScenarioError(Problem(f"{flag} {path[:80]}", "given twice; give each path one LO..HI"))
+        spans[path] = span
+    return spans
+
+
 def _cmd_sweep(args, out: Console, err: Console) -> int:
     from .model.yamlfile import read_yaml_text
     from .sweep import sweep
@@ -105,8 +116,11 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
         path, sep, values = item.partition("=")
         if not sep or not path.strip() or not values.strip():
             raise ScenarioError(Problem("--grid", f"{item[:80]!r} must be PATH=V1,V2,..."))
+        if path.strip() in grid:
+            raise ScenarioError(Problem(f"--grid {path.strip()[:80]}", "given twice; list all its values in one "
+                                                                      "--grid PATH=V1,V2,..."))
         grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
-    ranges = dict(_span(item, "--range") for item in args.range)
+    ranges = _spans(args.range, "--range")
     if args.workers < 0:
         raise ScenarioError(Problem("--workers", "must be 0 (one per CPU) or more"))
     frame = sweep(args.scenario, grid or None, args.sample, ranges or None, policies=args.policy, sets=args.set,
@@ -120,7 +134,7 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
 def _cmd_calibrate(args, out: Console, err: Console) -> int:
     from .calibrate import calibrate
 
-    fit = dict(_span(item, "--fit") for item in args.fit)
+    fit = _spans(args.fit, "--fit")
     targets = _measured_csv(args.measured) if args.measured else []
     for item in args.target:
         head, sep, value = item.partition("=")
@@ -169,14 +183,28 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
 def _measured_csv(path: str) -> list[tuple[str, str, float]]:
     """label,metric,value rows of a measurements file; errors name the line."""
     import csv
+    import stat
+
+    from .model.yamlfile import MAX_BYTES
 
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = fh.read(4 * 2**20 + 1)
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise ScenarioError(Problem("", "is a directory, expected a CSV file"), source=path)
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise ScenarioError(Problem("", "is a device or socket, expected a CSV file"), source=path)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ScenarioError(Problem("", "file not found"), source=path) from None
     except OSError as exc:
         raise ScenarioError(Problem("", f"cannot be read: {exc.strerror or exc}"), source=path) from None
-    if len(text) > 4 * 2**20:
-        raise ScenarioError(Problem("", "larger than 4 MiB"), source=path)
+    if len(raw) > MAX_BYTES:
+        raise ScenarioError(Problem("", f"larger than {MAX_BYTES // 2**20} MiB"), source=path)
+    try:
+        text = raw.decode("utf-8-sig")  # -sig: a byte order mark (Excel's "CSV UTF-8") is dropped
+    except UnicodeDecodeError:
+        raise ScenarioError(Problem("", "not a UTF-8 text file"), source=path) from None
     rows = list(csv.reader(text.splitlines()))
     if not rows or [c.strip() for c in rows[0]] != ["label", "metric", "value"]:
         raise ScenarioError(Problem("line 1", "the header must be label,metric,value"), source=path)

@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from .atomic import NAME_MAX, PATH_MAX, check_target
 from .errors import NumasimError, Problem, ScenarioError
 
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
@@ -52,6 +53,10 @@ def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
     """The points of a sweep: the grid's combinations times ``sample`` Latin-hypercube points over ``ranges``."""
     grid = grid or {}
     ranges = ranges or {}
+    if sample is not None and not (isinstance(sample, int) and 1 <= sample <= MAX_POINTS):
+        raise ScenarioError(Problem("--sample", f"must be 1-{MAX_POINTS}, got {sample!r}"))
+    if not (isinstance(seed, int) and 0 <= seed <= 2**63 - 1):
+        raise ScenarioError(Problem("--sample-seed", f"must be 0..2**63-1, got {seed!r}"))
     for path, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ScenarioError(Problem(f"--grid {path}", "needs at least one value"))
@@ -212,6 +217,13 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     if sets:
         base = apply_overrides(base, list(sets))
     spec = from_dict(base, source=source).spec  # the base scenario itself must be valid
+    if scheduler:
+        _check_scheduler(scheduler)
+    out_path = Path(out) if out is not None else None
+    parts = None
+    if out_path is not None:  # checked before any point is validated or run
+        check_target(str(out_path), f"--out {out_path}", (source,) if isinstance(scenario, (str, os.PathLike)) else ())
+        parts = _check_parts(out_path)
     if grid is None and sample is None and ranges is None and spec.sweep is not None:
         grid, sample = spec.sweep.grid, spec.sweep.sample
         ranges = {k: tuple(v) for k, v in spec.sweep.ranges.items()}
@@ -226,16 +238,9 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         data = _point_data(base, point, where)
         from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
         jobs.append((point, data, _key(data, seed, policies)))
-    out_path = Path(out) if out is not None else None
     done: dict[str, Any] = {}
-    parts = None
-    if out_path is not None:
-        from .atomic import check_target
-
-        check_target(str(out_path), f"--out {out_path}", (source,) if isinstance(scenario, (str, os.PathLike)) else ())
-        parts = out_path.with_name(out_path.name + ".parts")
+    if out_path is not None and parts is not None:
         done = _read_done(out_path, parts)
-        parts.mkdir(exist_ok=True)
     todo = [(p, d, k) for p, d, k in jobs if k not in done]
     results: dict[str, Any] = {k: done[k] for _, _, k in jobs if k in done}
     failures: list[str] = []
@@ -253,7 +258,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         tmp = out_path.with_name(f".{out_path.name}.tmp")
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, out_path)
-        if not failures:
+        if not failures and parts.is_dir():
             for f in [*parts.glob("*.parquet"), *parts.glob(".*.parquet.tmp")]:  # .tmp: a write cut short
                 f.unlink()
             parts.rmdir()
@@ -262,6 +267,33 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
                            f"{'in ' + str(out_path) if out_path else 'lost: give --out to keep them'}; "
                            f"run the sweep again to retry): " + "; ".join(failures[:3]))
     return frame
+
+
+def _check_parts(out: Path) -> Path:
+    """``OUT.parts``, the folder of a sweep's finished points beside ``OUT``, if it (and ``.OUT.tmp``) can be made there."""
+    parts = out.with_name(out.name + ".parts")  # one byte longer than .OUT.tmp
+    if len(os.fsencode(parts.name)) > NAME_MAX or len(os.fsencode(os.path.abspath(parts))) + 64 > PATH_MAX:
+        raise NumasimError(f"--out {str(out)[:60]}...: the path is too long for a sweep, which also writes "
+                           f"NAME.parts/ (with its points' files) and .NAME.tmp beside it "
+                           f"({NAME_MAX - 6} bytes per name, {PATH_MAX - 70} in all)")
+    if (parts.exists() or parts.is_symlink()) and not parts.is_dir():
+        raise NumasimError(f"--out {out}: {parts} exists and is not a directory (a sweep keeps its finished points "
+                           "there); move it away or choose another --out")
+    return parts
+
+
+def _check_scheduler(address: str) -> None:
+    """Refuse a --scheduler that is not a dask.distributed address, before anything runs."""
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    try:
+        if parse_address(address)[0] != "inproc":  # in-process: no host and port
+            port = get_address_host_port(address)[1]
+            if not 0 < port < 65536:
+                raise ValueError(f"port {port} is not 1-65535")
+    except ValueError as exc:
+        raise NumasimError(f"--scheduler {address[:200]}: not a scheduler address ({str(exc)[:200]}); "
+                           "expected HOST:PORT or SCHEME://HOST:PORT, e.g. tcp://10.0.0.5:8786") from None
 
 
 def _execute(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total):
@@ -273,8 +305,8 @@ def _execute(todo, source, policies, seed, scheduler, workers, results, failures
     if scheduler:
         try:
             client = Client(scheduler, timeout="20s")
-        except OSError as exc:
-            raise NumasimError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        except (OSError, ValueError, TypeError) as exc:
+            raise NumasimError(f"--scheduler {scheduler[:200]}: cannot connect ({str(exc)[:200]})") from None
     else:
         if parts is not None:
             import pyarrow.parquet  # noqa: F401  (before the workers fork: they write Parquet)
@@ -283,6 +315,8 @@ def _execute(todo, source, policies, seed, scheduler, workers, results, failures
                                silence_logs=50)
         client = Client(cluster)
     try:
+        if parts is not None:
+            parts.mkdir(exist_ok=True)  # once connected: a sweep that cannot start leaves nothing behind
         where = str(parts.resolve()) if parts is not None else None
         futures = {client.submit(_run_point, data, source, point, key, policies, seed, where,
                                  key=f"numasim-point-{key}", pure=False, retries=2): (point, key)

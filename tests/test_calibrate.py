@@ -96,3 +96,38 @@ def test_each_presets_lines_in_flight_still_move_their_published_bandwidth():
              ("skylake-8180", "skylake-8180-4s", "skylake-8160-8s", "cascadelake-8280", "epyc-7742-nps1", "epyc-7742-nps4")}
     assert len({lines[n] for n in ("skylake-8180", "skylake-8180-4s", "skylake-8160-8s", "cascadelake-8280")}) == 1
     assert lines["epyc-7742-nps1"] == lines["epyc-7742-nps4"]
+
+
+def test_bad_measurements_files(tmp_path, capsys):
+    from numasim.cli_tools import _measured_csv
+
+    bom = tmp_path / "excel.csv"
+    bom.write_bytes(b"\xef\xbb\xbflabel,metric,value\r\nnumactl,relative_throughput,1.15\r\n")  # Excel's CSV UTF-8
+    assert _measured_csv(str(bom)) == [("numactl", "relative_throughput", 1.15)]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_data()))
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"label,metric,value\n\xff\xfe,x,1\n")
+    for measured, message in ((bad, "bad.csv: not a UTF-8 text file"), ("/dev/null", "is a device or socket"),
+                              (tmp_path, "is a directory, expected a CSV file")):
+        assert main(["calibrate", str(path), "--fit", "workloads.java.llc_misses_per_op=500..6000",
+                     "--measured", str(measured)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+
+
+def test_a_fit_is_refused_before_any_run_on_a_whole_number_field_or_a_path_given_twice(tmp_path, capsys, monkeypatch):
+    import numasim.runner
+
+    def no_run(*a, **kw):
+        raise AssertionError("a simulation ran")
+
+    monkeypatch.setattr(numasim.runner, "run", no_run)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_data()))
+    assert main(["calibrate", str(path), "--fit", "pods.0.threads=1..3", "--target", "numactl:throughput=1"]) == 2
+    err = capsys.readouterr().err
+    assert "--fit pods.0.threads: needs a real-valued field" in err and "valid integer" in err
+    assert main(["calibrate", str(path), "--fit", "machine.remote_latency_ns=100..200",
+                 "--fit", "machine.remote_latency_ns=150..250", "--target", "numactl:throughput=1"]) == 2
+    assert "--fit machine.remote_latency_ns: given twice" in capsys.readouterr().err

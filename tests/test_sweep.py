@@ -200,3 +200,44 @@ def test_local_workers_are_forked_on_linux_and_the_config_is_restored():
         assert dask.config.get("distributed.worker.profile.enabled") is False
     assert (dask.config.get(method), dask.config.get("distributed.worker.profile.enabled")) == before
     assert "comm" in dask.config.get("distributed")  # distributed's own settings are still there
+
+
+def test_bad_sweep_options_are_refused_before_anything_runs(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(_scenario()))
+    out = tmp_path / "s.parquet"
+    rng = ["--range", "machine.interconnect_gbps=1..2"]
+    cases = [
+        (["--sample", "-3", *rng], "--sample: must be 1-100000, got -3"),
+        (["--sample", "2", *rng, "--sample-seed", "-1"], "--sample-seed: must be 0..2**63-1, got -1"),
+        (["--grid", "pods.0.replicas=1,2", "--grid", "pods.0.replicas=3"], "--grid pods.0.replicas: given twice"),
+        (["--sample", "2", *rng, "--range", "machine.interconnect_gbps=3..4"],
+         "--range machine.interconnect_gbps: given twice"),
+        (["--grid", "pods.0.replicas=1,2", "--scheduler", "foo"], "--scheduler foo: not a scheduler address"),
+        (["--grid", "pods.0.replicas=1,2", "--scheduler", "http://[::1"], "--scheduler http://[::1: not a scheduler address"),
+        (["--grid", "pods.0.replicas=1,2", "--scheduler", "inproc://x"], "--scheduler inproc://x: cannot connect"),
+    ]
+    for extra, message in cases:
+        assert main(["sweep", str(path), "--out", str(out), "--quiet", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.yaml"]  # nothing left behind
+    with pytest.raises(numasim.ScenarioError, match="--sample: must be 1-100000"):
+        sweep_points({}, sample=-3, ranges={"c": (1.0, 2.0)})
+
+
+def test_the_files_beside_out_are_checked_before_anything_runs(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(_scenario()))
+    (tmp_path / "clash.parquet.parts").write_text("")
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,2", "--out", str(tmp_path / "clash.parquet")]) == 2
+    assert "clash.parquet.parts exists and is not a directory" in capsys.readouterr().err
+    long = tmp_path / ("x" * 250)  # a name the system takes, but not NAME.parts beside it
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,2", "--out", str(long)]) == 2
+    err = capsys.readouterr().err
+    assert "the path is too long for a sweep" in err and "249 bytes per name" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clash.parquet.parts", "small.yaml"]
