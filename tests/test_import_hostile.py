@@ -132,3 +132,122 @@ node   0   1   2
     assert (node["socket"], node["memory"], node["slit"]) == (0, "16000MiB", 14)
     assert node["latency_ns"] == pytest.approx(spec["local_latency_ns"] * 1.4, abs=0.1)
     assert spec["slit"] == [[10, 21], [21, 10]]
+
+
+# One bad value, in every format that carries it: a clear message naming the file (and the field), exit 2.
+LSCPU_P = "# CPU,Core,Socket,Node,,L1d,L1i,L2,L3\n0,0,0,0,,0,0,0,0\n1,1,0,0,,1,1,1,0\n"
+HWLOC = ('<?xml version="1.0"?><topology><object type="Machine"><object type="Package" os_index="0">'
+         '<object type="NUMANode" os_index="0" local_memory="4294967296" cpuset="0x00000003"/>'
+         '<object type="Core" os_index="0"><object type="PU" os_index="0"/></object>'
+         '<object type="Core" os_index="1"><object type="PU" os_index="1"/></object>'
+         '</object></object></topology>')
+
+
+def _write(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _sysfs(tmp_path, **files: str) -> str:
+    root = tmp_path / "sys"
+    for rel, text in {"node/node0/cpulist": "0-1\n", "node/node0/distance": "10\n", **files}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return str(root)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("numactl.txt", NUMACTL.replace("node 0 cpus: 0 1", "node 0 cpus: 0 1 99999999")),
+    ("lscpu-p.txt", LSCPU_P + "99999999,99999999,99999999,0,,0,0,0,0\n"),
+    ("lscpu.txt", "Architecture: x86_64\nCPU(s): 2\nNUMA node0 CPU(s): 0,99999999\n"),
+    ("topo.xml", HWLOC.replace('<object type="PU" os_index="1"/>', '<object type="PU" os_index="99999999"/>')),
+    ("topo.xml", HWLOC.replace('cpuset="0x00000003"', 'cpuset="' + "0x00000001," * 3000 + '0x00000003"')),
+])
+def test_a_huge_cpu_id_is_refused_before_anything_is_sized_by_it(tmp_path, capsys, name, text):
+    code, err = _run(tmp_path, capsys, _write(tmp_path, name, text))
+    assert code == 2 and name in err and "is above the 65,536 CPUs numasim models" in err and "Traceback" not in err
+
+
+def test_a_huge_cpu_id_in_a_sysfs_copy_is_refused(tmp_path, capsys):
+    code, err = _run(tmp_path, capsys, _sysfs(tmp_path, **{"node/node0/cpulist": "0-1,99999999\n"}))
+    assert code == 2 and "node/node0/cpulist: CPU 99999999 is above the 65,536 CPUs" in err
+
+
+def test_missing_cpus_are_listed_without_sizing_by_the_largest(tmp_path, capsys):
+    # 65,535 alone: the gaps are walked, not a set of every id below the largest.
+    a = _write(tmp_path, "a.txt", NUMACTL.replace("node 1 cpus: 2 3", "node 1 cpus: 2 3 65535"))
+    code, err = _run(tmp_path, capsys, a)
+    assert code == 2 and "CPUs [4, 5, 6, 7, 8] are missing" in err and "every CPU 0-65535" in err
+
+
+def test_a_number_too_long_to_convert_is_refused(tmp_path, capsys):
+    a = _write(tmp_path, "n.txt", NUMACTL.replace("node 0 cpus: 0 1", "node 0 cpus: 0 1 " + "9" * 5000))
+    code, err = _run(tmp_path, capsys, a)
+    assert code == 2 and "a CPU id is 99999999999999999999... (5,000 digits)" in err and "Traceback" not in err
+
+
+def test_a_distance_row_of_the_wrong_length_is_refused(tmp_path, capsys):
+    a = _write(tmp_path, "n.txt", NUMACTL.replace("  0:  10  21", "  0:  10  21 30 40"))
+    code, err = _run(tmp_path, capsys, a)
+    assert code == 2 and "n.txt: node distances row 0 has 4 entries, expected 2" in err
+
+
+def test_distances_for_fewer_nodes_than_have_cpus_are_refused(tmp_path, capsys):
+    a = _write(tmp_path, "n.txt", NUMACTL.replace("node   0   1\n  0:  10  21\n  1:  21  10\n", "node   0\n  0:  10\n"))
+    code, err = _run(tmp_path, capsys, a)
+    assert code == 2 and "the node distances cover 1 nodes, but 2 nodes have CPUs" in err
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ('local_memory="4294967296"', 'local_memory="abc"', '<object type="NUMANode"> attribute local_memory is \'abc\''),
+    ('<object type="PU" os_index="1"/>', '<object type="PU" os_index="x"/>', '<object type="PU"> attribute os_index'),
+    ('<object type="Package" os_index="0">', '<object type="Package" os_index="-1">', "attribute os_index is '-1'"),
+    ('cpuset="0x00000003"', 'cpuset="0xzz"', "malformed cpuset '0xzz'"),
+])
+def test_a_non_numeric_hwloc_attribute_names_the_element(tmp_path, capsys, old, new, words):
+    assert old in HWLOC
+    code, err = _run(tmp_path, capsys, _write(tmp_path, "topo.xml", HWLOC.replace(old, new)))
+    assert code == 2 and "topo.xml: " in err and words in err and "Traceback" not in err
+
+
+def test_hwloc_distances_that_are_not_numbers_are_refused(tmp_path, capsys):
+    xml = HWLOC.replace("</topology>", '<distances2 type="NUMANode" nbobjs="1" name="NUMALatency">'
+                                       '<u64values length="1">ten</u64values></distances2></topology>')
+    code, err = _run(tmp_path, capsys, _write(tmp_path, "topo.xml", xml))
+    assert code == 2 and "a <u64values> distance is 'ten': expected a whole number" in err
+
+
+@pytest.mark.parametrize("rel, text, words", [
+    ("node/node0/distance", "x\n", "node/node0/distance: a node distance is 'x': expected a whole number"),
+    ("node/node0/cpulist", "garbage\n", "node/node0/cpulist: malformed CPU list item 'garbage'"),
+    ("node/node0/distance", "10 21\n", "node/node0/distance: 2 node distances, expected 1"),
+    ("node/node0/meminfo", "Node 0 MemTotal:       " + "9" * 5000 + " kB\n", "node/node0/meminfo: MemTotal is"),
+    ("cpu/cpu0/topology/physical_package_id", "zero\n", "cpu/cpu0/topology/physical_package_id: the socket id"),
+    ("cpu/cpu0/topology/core_id", "?\n", "cpu/cpu0/topology/core_id: the core id is '?'"),
+    ("cpu/cpu0/cpufreq/cpuinfo_max_freq", "fast\n", "cpuinfo_max_freq: the frequency in kHz is 'fast'"),
+])
+def test_garbage_in_a_sysfs_copy_names_the_file_inside_it(tmp_path, capsys, rel, text, words):
+    files = {rel: text}
+    if rel.endswith("core_id"):
+        files["cpu/cpu0/topology/physical_package_id"] = "0\n"
+    code, err = _run(tmp_path, capsys, _sysfs(tmp_path, **files))
+    assert code == 2 and f"{tmp_path / 'sys'}: " in err and words in err and "Traceback" not in err
+
+
+def test_garbage_numbers_in_lscpu_are_refused(tmp_path, capsys):
+    a = _write(tmp_path, "lscpu.txt", "Architecture: x86_64\nCPU(s): 2\nNUMA node0 CPU(s): 0,1\nCPU max MHz: fast\n")
+    code, err = _run(tmp_path, capsys, a)
+    assert code == 2 and "CPU max MHz is 'fast': expected a number" in err
+
+
+def test_an_invalid_imported_machine_is_reported_field_by_field(tmp_path, capsys):
+    a = _write(tmp_path, "zero.txt", NUMACTL.replace("  0:  10  21", "  0:  0  21"))
+    code, err = _run(tmp_path, capsys, a)
+    assert code == 2 and "zero.txt: slit[0][0]: Input should be greater than or equal to 10, got 0" in err
+    assert "in the imported machine" in err and "pydantic" not in err and "[type=" not in err
+
+
+def test_a_missing_input_says_so(tmp_path, capsys):
+    code, err = _run(tmp_path, capsys, str(tmp_path / "missing.txt"))
+    assert code == 2 and "missing.txt: no such file or directory" in err

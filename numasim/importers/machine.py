@@ -11,11 +11,13 @@ marked ``guessed``, with a warning.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import Problem, ScenarioError
 from .tool_outputs import Facts, error as _error, parse
 
 __all__ = ["Facts", "parse", "import_machine", "to_yaml"]
@@ -76,7 +78,10 @@ def _family(text: str) -> str | None:
 
 def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """Build a machine spec (plain data, with ``sources``) from ``paths``; also return the warnings."""
+    from pydantic import ValidationError
+
     from ..model.machine import MachineSpec
+    from ..model.problems import validation_problems
 
     facts = [parse(p) for p in paths]
     m, origin = _merge(facts)
@@ -87,18 +92,22 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     if not cpu_node:
         raise _error(where, "no input says which CPUs belong to which NUMA node "
                             "(give numactl -H, lscpu, lscpu -p/-e, hwloc XML or a sysfs copy)")
-    cpus = sorted(cpu_node)
+    cpus = sorted(cpu_node)  # the parsers keep CPU and node ids below MAX_CPUS
     if cpus != list(range(len(cpus))):
-        missing = sorted(set(range(max(cpus) + 1)) - set(cpus))[:5]
+        missing = [c for a, b in zip([-1] + cpus, cpus) for c in range(a + 1, min(b, a + 6))][:5]
         raise _error(where, f"CPUs {missing} are missing (offline?): numasim needs every CPU 0-{max(cpus)}")
     dist = m.get("distances")
-    n_all = len(dist) if dist else max(cpu_node.values()) + 1
     cpu_nodes = sorted(set(cpu_node.values()))
-    memory_only = [k for k in range(n_all) if k not in cpu_nodes]
-    if cpu_nodes != list(range(len(cpu_nodes))) or any(k < len(cpu_nodes) for k in memory_only):
-        raise _error(where, f"nodes with CPUs are {cpu_nodes}: numasim numbers them first, then memory-only nodes")
+    if cpu_nodes != list(range(len(cpu_nodes))):
+        raise _error(where, f"nodes with CPUs are {cpu_nodes[:10]}{' ...' if len(cpu_nodes) > 10 else ''}: numasim "
+                            "numbers them first (0, 1, ...), then memory-only nodes")
     n = len(cpu_nodes)
-    per_node = [sum(1 for c in cpus if cpu_node[c] == k) for k in range(n)]
+    if dist and len(dist) < n:
+        raise _error(where, f"the node distances cover {len(dist)} nodes, but {n} nodes have CPUs")
+    n_all = len(dist) if dist else n
+    memory_only = list(range(n, n_all))
+    count = Counter(cpu_node.values())
+    per_node = [count[k] for k in range(n)]
     if len(set(per_node)) != 1:
         raise _error(where, f"nodes have different CPU counts {per_node}: numasim models nodes of equal size")
 
@@ -199,7 +208,7 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
                             "firmware's relative distance, not a measured latency (AMD EPYC reports 32 for a remote "
                             "socket at well under 3.2x the local latency); give Intel MLC --latency_matrix output")
     bw = m.get("bandwidth")
-    if bw and len(bw) >= n:
+    if bw and len(bw) >= n and all(len(r) >= n for r in bw[:n]):
         spec["memory_bandwidth_gbps"] = round(float(np.mean([bw[i][i] for i in range(n)])), 1)
         src["memory_bandwidth_gbps"] = f"imported: {origin['bandwidth']} (mean of the diagonal)"
         per_socket = n // sockets
@@ -288,7 +297,10 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     if threads > 1 and len(cores) == len(cpus):
         # numasim pairs a node's CPUs into cores in OS order: the first cores_per_node are
         # distinct cores, the next ones their siblings in the same order. Say so if the machine differs.
-        real = {frozenset(c for c in cpus if cores[c] == key) for key in set(cores.values())}
+        siblings: dict[tuple[int, int], set[int]] = {}
+        for c in cpus:
+            siblings.setdefault(cores[c], set()).add(c)
+        real = {frozenset(v) for v in siblings.values()}
         ours: dict[tuple[int, int], set[int]] = {}
         seen: dict[int, int] = {}
         for c in cpus:
@@ -302,6 +314,10 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     spec["sources"] = src
     try:
         MachineSpec.model_validate(spec)
+    except ValidationError as exc:
+        problems = validation_problems(exc, MachineSpec)
+        raise ScenarioError([Problem(p.path, f"{p.message} (in the imported machine)")
+                             for p in problems], source=where) from None
     except Exception as exc:
         raise _error(where, f"the imported machine is not valid: {exc}") from None
     return spec, warnings

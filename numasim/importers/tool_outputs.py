@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import Problem, ScenarioError
+from ..model.machine import MAX_CPUS
 
 __all__ = ["Facts", "parse", "MAX_INPUT_BYTES", "MAX_TAR_MEMBERS", "MAX_TAR_BYTES"]
 
@@ -54,29 +55,72 @@ class Facts:
     threads_per_core: int | None = None
 
 
-def error(source: str, message: str) -> ScenarioError:
-    return ScenarioError(Problem("", message), source=source)
+def error(source: str, message: str, path: str = "") -> ScenarioError:
+    """The importers' error: ``source`` (the input file), ``path`` (where in it, if it says) and what was wrong."""
+    return ScenarioError(Problem(path, message), source=source)
 
 
 # ----------------------------------------------------------------------------- parsers
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split()]
+def _int(text: str, source: str, what: str, path: str = "", signed: bool = False) -> int:
+    """A whole number (at most 30 digits) or an error naming ``what`` it should have been."""
+    t = text.strip()
+    if re.fullmatch(r"\d{31,}", t):
+        raise error(source, f"{what} is {t[:20]}... ({len(t):,} digits): expected a whole number of at most 30 digits",
+                    path)
+    if not re.fullmatch(r"-?\d{1,30}" if signed else r"\d{1,30}", t):
+        raise error(source, f"{what} is {t[:40]!r}: expected a whole number", path)
+    return int(t)
 
 
-def _cpulist(text: str, source: str) -> list[int]:
+def _ints(text: str, source: str, what: str, path: str = "") -> list[int]:
+    return [_int(x, source, what, path) for x in text.split()]
+
+
+def _cpu_id(cpu: int, source: str, path: str = "") -> int:
+    """``cpu``, if numasim can model a machine with it; checked before anything is sized by it."""
+    if not 0 <= cpu < MAX_CPUS:
+        raise error(source, f"CPU {cpu} is above the {MAX_CPUS:,} CPUs numasim models (CPU ids 0-{MAX_CPUS - 1})", path)
+    return cpu
+
+
+def _cpu_ids(text: str, source: str, path: str = "") -> list[int]:
+    return [_cpu_id(c, source, path) for c in _ints(text, source, "a CPU id", path)]
+
+
+def _square(rows: list[list[int]], source: str, what: str, path: str = "") -> None:
+    """A distance matrix has one row per node and one entry per node in each row."""
+    for k, row in enumerate(rows):
+        if len(row) != len(rows):
+            raise error(source, f"{what} row {k} has {len(row)} entries, expected {len(rows)} (one per node)", path)
+
+
+def _cpulist(text: str, source: str, path: str = "") -> list[int]:
     out: list[int] = []
     for item in text.strip().split(","):
         item = item.strip()
         if not item:
             continue
-        m = re.fullmatch(r"(\d{1,7})(?:-(\d{1,7}))?", item)
+        m = re.fullmatch(r"(\d{1,30})(?:-(\d{1,30}))?", item)
         if not m:
-            raise error(source, f"malformed CPU list item {item[:40]!r}")
-        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
-        if hi < lo or hi - lo > 1_000_000:
-            raise error(source, f"malformed CPU range {item[:40]!r}")
+            raise error(source, f"malformed CPU list item {item[:40]!r}: expected CPU ids and ranges such as 0-3,8,10-11",
+                        path)
+        lo, hi = _cpu_id(int(m.group(1)), source, path), _cpu_id(int(m.group(2) or m.group(1)), source, path)
+        if hi < lo:
+            raise error(source, f"malformed CPU range {item[:40]!r}: the first CPU must not be above the last", path)
         out.extend(range(lo, hi + 1))
+        if len(out) > MAX_CPUS:
+            raise error(source, f"a CPU list of more than {MAX_CPUS:,} CPUs (numasim models up to {MAX_CPUS:,})", path)
     return out
+
+
+def _node_id(text: str, source: str, path: str = "") -> int:
+    return _node(_int(text, source, "a NUMA node id", path), source, path)
+
+
+def _node(node: int, source: str, path: str = "") -> int:
+    if node >= MAX_CPUS:  # a node has at least one CPU, or memory only (and is numbered after those that have CPUs)
+        raise error(source, f"NUMA node {node} is above the nodes numasim models (ids below {MAX_CPUS:,})", path)
+    return node
 
 
 def _parse_numactl(text: str, source: str) -> Facts:
@@ -86,15 +130,17 @@ def _parse_numactl(text: str, source: str) -> Facts:
     for line in text.splitlines():
         s = line.strip()
         if m := re.fullmatch(r"node (\d+) cpus:(.*)", s):
-            for cpu in _ints(m.group(2)):
-                f.cpu_node[cpu] = int(m.group(1))
+            node = _node_id(m.group(1), source)
+            for cpu in _cpu_ids(m.group(2), source):
+                f.cpu_node[cpu] = node
         elif m := re.fullmatch(r"node (\d+) size: (\d+) MB", s):
-            f.node_memory_mb[int(m.group(1))] = float(m.group(2))
+            f.node_memory_mb[_node_id(m.group(1), source)] = float(_int(m.group(2), source, "a node size"))
         elif s == "node distances:":
             in_dist = True
         elif in_dist and (m := re.fullmatch(r"(\d+):((?:\s+\d+)+)", s)):
-            rows.append(_ints(m.group(2)))
+            rows.append(_ints(m.group(2), source, "a node distance"))
     if rows:
+        _square(rows, source, "node distances")
         f.distances = rows
     return f
 
@@ -110,9 +156,16 @@ _LSCPU_KEYS = {
 }
 
 
+def _number(text: str, source: str, what: str) -> float:
+    """A finite number, such as lscpu's '3600.0000', or an error naming ``what`` it should have been."""
+    if not re.fullmatch(r"\d{1,30}(\.\d{0,30})?", text.strip()):
+        raise error(source, f"{what} is {text.strip()[:40]!r}: expected a number such as 3600.0000")
+    return float(text)
+
+
 def _cache_kib(value: str) -> tuple[float, int | None] | None:
     """'1024K', '1 MiB', '28 MiB (28 instances)' -> (KiB per instance, instances if said)."""
-    m = re.match(r"([\d.]+)\s*([KMG])?i?B?\s*(?:\((\d+) instances?\))?", value.strip())
+    m = re.match(r"(\d{1,30}(?:\.\d{1,30})?)\s*([KMG])?i?B?\s*(?:\((\d{1,9}) instances?\))?", value.strip())
     if not m:
         return None
     size = float(m.group(1)) * {"K": 1, "M": 1024, "G": 1024**2, None: 1 / 1024}[m.group(2)]
@@ -129,8 +182,9 @@ def _parse_lscpu(text: str, source: str) -> Facts:
             continue
         key, value = key.strip(), value.strip()
         if m := re.fullmatch(r"NUMA node(\d+) CPU\(s\)", key):
+            node = _node_id(m.group(1), source)
             for cpu in _cpulist(value, source):
-                f.cpu_node[cpu] = int(m.group(1))
+                f.cpu_node[cpu] = node
         elif key in _LSCPU_KEYS:
             values[_LSCPU_KEYS[key]] = value
     f.model = values.get("model")
@@ -138,7 +192,7 @@ def _parse_lscpu(text: str, source: str) -> Facts:
         if values.get(key, "").isdigit():
             setattr(f, attr, int(values[key]))
     if "max_mhz" in values:
-        f.max_mhz = float(values["max_mhz"])
+        f.max_mhz = _number(values["max_mhz"], source, "CPU max MHz")
     # lscpu prints a cache as per instance ('1024K') or, since util-linux 2.37, as a total
     # with its instance count ('28 MiB (28 instances)').
     if "l2" in values and (l2 := _cache_kib(values["l2"])):
@@ -185,15 +239,26 @@ def _parse_lscpu_e(text: str, source: str) -> Facts:
 
 def _cpu_row(f: Facts, cols: dict[str, str], source: str) -> None:
     try:
-        cpu = int(cols["cpu"])
+        cpu = _int(cols["cpu"], source, "a CPU id")
         if cols.get("node", "") not in ("", "-"):
-            f.cpu_node[cpu] = int(cols["node"])
+            node = _int(cols["node"], source, "a NUMA node id")
         if cols.get("socket", "") not in ("", "-"):
-            f.cpu_socket[cpu] = int(cols["socket"])
+            socket = _int(cols["socket"], source, "a socket id")
             if cols.get("core", "") not in ("", "-"):
-                f.cpu_core[cpu] = (int(cols["socket"]), int(cols["core"]))
-    except (KeyError, ValueError):
-        raise error(source, f"malformed lscpu row: {' '.join(cols.values())[:80]!r}") from None
+                core = _int(cols["core"], source, "a core id")
+    except (KeyError, ScenarioError):
+        raise error(source, f"malformed lscpu row: {' '.join(cols.values())[:80]!r}: expected whole numbers in its "
+                            "CPU, Core, Socket and Node columns") from None
+    _cpu_id(cpu, source)
+    if cols.get("node", "") not in ("", "-"):
+        f.cpu_node[cpu] = _node(node, source)
+    if cols.get("socket", "") not in ("", "-"):
+        f.cpu_socket[cpu] = socket
+        if cols.get("core", "") not in ("", "-"):
+            f.cpu_core[cpu] = (socket, core)
+
+
+_NUM = r"\d{1,30}(?:\.\d{1,30})?"  # a number in MLC's output
 
 
 def _matrix_after(lines: list[str], start: int) -> tuple[list[list[float]], int]:
@@ -203,7 +268,7 @@ def _matrix_after(lines: list[str], start: int) -> tuple[list[list[float]], int]
     while i < len(lines) and not re.match(r"\s*Numa node\s+\d", lines[i]):
         i += 1
     i += 1
-    while i < len(lines) and (m := re.fullmatch(r"\s*\d+((?:\s+[\d.]+)+)\s*", lines[i])):
+    while i < len(lines) and (m := re.fullmatch(rf"\s*\d+((?:\s+{_NUM})+)\s*", lines[i])):
         rows.append([float(x) for x in m.group(1).split()])
         i += 1
     return rows, i
@@ -216,7 +281,7 @@ def _hitm_matrix(lines: list[str], start: int) -> float | None:
     while i < len(lines) and not lines[i].strip().startswith("Writer Numa Node"):
         i += 1
     i += 1
-    while i < len(lines) and (m := re.fullmatch(r"\s*\d+((?:\s+(?:[\d.]+|-))+)\s*", lines[i])):
+    while i < len(lines) and (m := re.fullmatch(rf"\s*\d+((?:\s+(?:{_NUM}|-))+)\s*", lines[i])):
         vals += [float(x) for x in m.group(1).split() if x != "-"]
         i += 1
     return float(np.mean(vals)) if vals else None
@@ -235,16 +300,16 @@ def _parse_mlc(text: str, source: str) -> Facts:
         elif re.match(r"Inject\s+Latency\s+Bandwidth", s):
             pts = []
             for row in lines[i + 1:]:
-                if m := re.fullmatch(r"\s*\d+\s+([\d.]+)\s+([\d.]+)\s*", row):
+                if m := re.fullmatch(rf"\s*\d+\s+({_NUM})\s+({_NUM})\s*", row):
                     pts.append((float(m.group(2)) / 1000, float(m.group(1))))
                 elif row.strip() and not row.strip().startswith(("Delay", "=")):
                     break
             f.loaded = pts
-        elif m := re.match(r"ALL Reads\s*:\s*([\d.]+)", s):
+        elif m := re.match(rf"ALL Reads\s*:\s*({_NUM})", s):
             f.all_reads_gbps = float(m.group(1)) / 1000
-        elif m := re.match(r"1:1 Reads-Writes\s*:\s*([\d.]+)", s):
+        elif m := re.match(rf"1:1 Reads-Writes\s*:\s*({_NUM})", s):
             f.mix_1to1_gbps = float(m.group(1)) / 1000
-        elif m := re.match(r"Local Socket L2->L2 HITM latency\s+([\d.]+)", s):
+        elif m := re.match(rf"Local Socket L2->L2 HITM latency\s+({_NUM})", s):
             f.c2c_local = float(m.group(1))
         elif s.startswith("Remote Socket L2->L2 HITM latency (data address homed in writer socket)"):
             f.c2c_remote_writer = _hitm_matrix(lines, i)
@@ -263,19 +328,24 @@ def _parse_hwloc(text: str, source: str) -> Facts:
     except (DefusedXmlException, ElementTree.ParseError) as exc:
         raise error(source, f"not a readable hwloc XML file: {exc}") from None
 
+    def attr(el, name: str) -> int:
+        """An element's whole-number attribute, or an error naming the element and the attribute."""
+        what = f'<{el.tag} type="{el.get("type", "")[:40]}"> attribute {name}'
+        return _int(el.get(name), source, what)
+
     def walk(el, socket: int | None, node: int | None, core: int | None) -> None:
         kind = el.get("type")
         idx = el.get("os_index")
         if kind == "Package" and idx is not None:
-            socket = int(idx)
+            socket = attr(el, "os_index")
         elif kind == "NUMANode" and idx is not None:
-            node = int(idx)
+            node = _node(attr(el, "os_index"), source)
             if el.get("local_memory"):
-                f.node_memory_mb[node] = int(el.get("local_memory")) / 2**20
+                f.node_memory_mb[node] = attr(el, "local_memory") / 2**20
         elif kind == "Core" and idx is not None:
-            core = int(idx)
+            core = attr(el, "os_index")
         elif kind == "PU" and idx is not None:
-            cpu = int(idx)
+            cpu = _cpu_id(attr(el, "os_index"), source)
             if socket is not None:
                 f.cpu_socket[cpu] = socket
                 if core is not None:
@@ -295,18 +365,19 @@ def _parse_hwloc(text: str, source: str) -> Facts:
     # hwloc 2 puts NUMA nodes beside the CPUs they serve (memory children): map CPUs by cpuset.
     for el in root.iter("object"):
         if el.get("type") == "NUMANode" and el.get("cpuset") and el.get("os_index") is not None:
+            node = _node(attr(el, "os_index"), source)
             for cpu in _cpuset(el.get("cpuset"), source):
-                f.cpu_node[cpu] = int(el.get("os_index"))
+                f.cpu_node[cpu] = node
     for d in root.iter("distances2"):
         if d.get("type") == "NUMANode" and "Latency" in (d.get("name") or "NUMALatency"):
-            n = int(d.get("nbobjs", "0"))
-            vals = [int(v) for el in d.iter("u64values") for v in (el.text or "").split()]
+            n = attr(d, "nbobjs") if d.get("nbobjs") is not None else 0
+            vals = [v for el in d.iter("u64values") for v in _ints(el.text or "", source, "a <u64values> distance")]
             if n and len(vals) == n * n:
                 f.distances = [vals[i * n:(i + 1) * n] for i in range(n)]
     for d in root.iter("distances"):  # hwloc 1.x: relative latencies, base 10
-        vals = [float(el.get("value", "0")) for el in d.iter("latency")]
-        n = int(d.get("nbobjs", "0"))
-        base = float(d.get("latency_base", "10"))
+        vals = [_number(el.get("value", "0"), source, "a <latency> attribute value") for el in d.iter("latency")]
+        n = attr(d, "nbobjs") if d.get("nbobjs") is not None else 0
+        base = _number(d.get("latency_base", "10"), source, "a <distances> attribute latency_base")
         if n and len(vals) == n * n:
             f.distances = [[int(round(v * base)) for v in vals[i * n:(i + 1) * n]] for i in range(n)]
     return f
@@ -317,11 +388,10 @@ def _cpuset(mask: str, source: str) -> list[int]:
     words = mask.split(",")
     out: list[int] = []
     for k, word in enumerate(reversed(words)):
-        try:
-            value = int(word, 16)
-        except ValueError:
-            raise error(source, f"malformed cpuset {mask[:60]!r}") from None
-        out += [32 * k + b for b in range(32) if value >> b & 1]
+        if not re.fullmatch(r"(0x)?[0-9a-fA-F]{1,8}", word.strip()):
+            raise error(source, f"malformed cpuset {mask[:60]!r}: expected 32-bit hex words such as 0x000000ff,0xffffffff")
+        value = int(word, 16)
+        out += [_cpu_id(32 * k + b, source) for b in range(32) if value >> b & 1]
     return out
 
 
@@ -329,30 +399,38 @@ def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
     """A copy of /sys/devices/system/{node,cpu}: relative path -> file text."""
     f = Facts(source, "sysfs")
     dist: dict[int, list[int]] = {}
+    dist_file: dict[int, str] = {}
     files = {path: text.replace("\x00", "") for path, text in files.items()}  # some kernels end cpulist with a NUL
     for path, text in files.items():
         if m := re.search(r"node/node(\d+)/(cpulist|distance|meminfo)$", path):
-            node, what = int(m.group(1)), m.group(2)
+            node, what = _node_id(m.group(1), source, path), m.group(2)
             if what == "cpulist":
-                for cpu in _cpulist(text, source):
+                for cpu in _cpulist(text, source, path):
                     f.cpu_node[cpu] = node
             elif what == "distance":
-                dist[node] = _ints(text)
+                dist[node] = _ints(text, source, "a node distance", path)
+                dist_file[node] = path
             elif mm := re.search(r"MemTotal:\s+(\d+) kB", text):
-                f.node_memory_mb[node] = int(mm.group(1)) / 1024
+                f.node_memory_mb[node] = _int(mm.group(1), source, "MemTotal", path) / 1024
         elif m := re.search(r"cpu/cpu(\d+)/topology/(physical_package_id|core_id)$", path):
-            cpu = int(m.group(1))
+            cpu = _cpu_id(_int(m.group(1), source, "a CPU id", path), source, path)
             if m.group(2) == "physical_package_id":
-                f.cpu_socket[cpu] = int(text.strip())
+                f.cpu_socket[cpu] = _int(text, source, "the socket id", path, signed=True)
         elif (m := re.search(r"cpu/cpu(\d+)/cpufreq/cpuinfo_max_freq$", path)) and f.max_mhz is None:
-            f.max_mhz = int(text.strip()) / 1000
+            f.max_mhz = _int(text, source, "the frequency in kHz", path) / 1000
     for path, text in files.items():
         if m := re.search(r"cpu/cpu(\d+)/topology/core_id$", path):
             cpu = int(m.group(1))
             if cpu in f.cpu_socket:
-                f.cpu_core[cpu] = (f.cpu_socket[cpu], int(text.strip()))
+                f.cpu_core[cpu] = (f.cpu_socket[cpu], _int(text, source, "the core id", path, signed=True))
     if dist:
-        f.distances = [dist[k] for k in sorted(dist)]
+        if sorted(dist) != list(range(len(dist))):
+            raise error(source, f"distances of nodes {sorted(dist)[:10]}: expected node/nodeK/distance for every node "
+                                f"0-{max(dist)}")
+        for k in range(len(dist)):
+            if len(dist[k]) != len(dist):
+                raise error(source, f"{len(dist[k])} node distances, expected {len(dist)} (one per node)", dist_file[k])
+        f.distances = [dist[k] for k in range(len(dist))]
     return f
 
 
@@ -383,7 +461,11 @@ def _sysfs_files_dir(root: Path) -> dict[str, str]:
                 p = Path(dirpath, name)
                 if p.is_symlink() or not p.is_file():
                     continue
-                text = p.read_text(errors="replace")[:65536]
+                try:
+                    with open(p, "rb") as fh:
+                        text = fh.read(65536).decode("utf-8", errors="replace")
+                except OSError as exc:
+                    raise error(str(root), f"cannot be read: {exc.strerror or exc}", rel) from None
                 total += len(text)
                 if len(files) >= MAX_TAR_MEMBERS or total > MAX_TAR_BYTES:
                     raise error(str(root), "too many or too large files for a copy of /sys/devices/system")
@@ -414,6 +496,8 @@ def _sysfs_files_tar(path: Path) -> dict[str, str]:
 def parse(path: str | os.PathLike[str]) -> Facts:
     """Read one input and say what it is by its content."""
     p = Path(path)
+    if not p.exists():
+        raise error(str(p), "no such file or directory")
     if p.is_dir():
         files = _sysfs_files_dir(p)
         if not files:
