@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 import numasim
@@ -65,3 +66,76 @@ def test_bad_inputs_are_explained(tmp_path, capsys):
     assert main(["k8s", "import", str(K8S / "pods.json"), "--kubelet-config", str(cfg), "--machine",
                  "cascadelake-8280", "-o", str(out)]) == 2
     assert "'dynamic' is not one of none, static" in capsys.readouterr().err
+
+
+def _edited_pods(tmp_path, edit) -> Path:
+    data = json.loads((K8S / "pods.json").read_text())
+    edit(data["items"][0])
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _refused(tmp_path, capsys, pods: Path, *extra: str) -> str:
+    out = tmp_path / "o.yaml"
+    code = main(["k8s", "import", str(pods), "--machine", "cascadelake-8280", "-o", str(out), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    return err
+
+
+def _container(pod: dict) -> dict:
+    return pod["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda p: p.__setitem__("metadata", "x"), "items[0].metadata: expected an object, got a string"),
+    (lambda p: p.__setitem__("spec", [1]), "items[0].spec: expected an object, got a list"),
+    (lambda p: p.__setitem__("status", 5), "items[0].status: expected an object, got a number"),
+    (lambda p: _container(p).__setitem__("resources", "x"),
+     "items[0].spec.containers[0].resources: expected an object, got a string"),
+    (lambda p: _container(p)["resources"].__setitem__("limits", "x"),
+     "items[0].spec.containers[0].resources.limits: expected an object, got a string"),
+    (lambda p: p["spec"]["containers"].__setitem__(0, 5), "items[0].spec.containers[0]: expected an object"),
+    (lambda p: _container(p)["resources"]["limits"].__setitem__("cpu", True),
+     "items[0].spec.containers[0].resources.limits.cpu: not a Kubernetes CPU quantity: true (true and false are never"),
+    (lambda p: p["spec"].__setitem__("nodeName", [1]), "items[0].spec.nodeName: expected a string, got a list"),
+    (lambda p: p["metadata"].__setitem__("ownerReferences", {"a": 1}),
+     "items[0].metadata.ownerReferences: expected a list, got an object"),
+    (lambda p: p["metadata"].__setitem__("ownerReferences", [{"name": [1]}]),
+     "items[0].metadata.ownerReferences[0].name: expected a string, got a list"),
+])
+def test_wrong_shapes_inside_a_pod_are_refused(tmp_path, capsys, edit, words):
+    assert words in _refused(tmp_path, capsys, _edited_pods(tmp_path, edit))
+
+
+def test_a_null_cpu_is_a_missing_one(tmp_path, capsys):
+    def edit(pod):  # a memory request and no CPU request (this was a KeyError)
+        for c in pod["spec"]["containers"]:
+            c["resources"] = {"limits": {"cpu": None, "memory": "1Gi"}, "requests": {"cpu": None, "memory": "1Gi"}}
+    out = tmp_path / "o.yaml"
+    assert main(["k8s", "import", str(_edited_pods(tmp_path, edit)), "--machine", "cascadelake-8280",
+                 "-o", str(out)]) == 0
+    edited = [p for p in yaml.safe_load(out.read_text())["pods"] if p["replicas"] == 1 and p["name"].startswith("checkout")]
+    assert len(edited) == 1 and edited[0]["requests"] == {"memory": "2GiB"} and "cpu_limit" not in edited[0]
+
+
+@pytest.mark.parametrize("config, words", [
+    ("reservedMemory: [1, {numaNode: abc, limits: 5}]\n", "reservedMemory[0]: expected a mapping"),
+    ("reservedMemory: [{numaNode: abc, limits: {memory: 1Gi}}]\n",
+     "reservedMemory[0].numaNode: expected a NUMA node number, got 'abc'"),
+    ("reservedMemory: [{numaNode: 0, limits: 5}]\n", "reservedMemory[0].limits: expected a mapping"),
+    ("reservedMemory: x\n", "reservedMemory: expected a list"),
+    ("reservedMemory: [{numaNode: 99, limits: {memory: 1Gi}}]\n",
+     "reservedMemory[0].numaNode: node 99 is not on the machine, which has nodes 0-1"),
+    ("kubeReserved: x\n", "kubeReserved: expected a mapping"),
+    ("systemReserved: [1]\n", "systemReserved: expected a mapping"),
+    ("kubeReserved: {cpu: true}\n", "kubeReserved.cpu: not a Kubernetes CPU quantity: true"),
+    ("cpuCFSQuota: maybe\n", "cpuCFSQuota: expected true or false, got 'maybe'"),
+    ("cpuManagerPolicy: [static]\n", "cpuManagerPolicy: ['static'] is not one of none, static"),
+])
+def test_wrong_shapes_in_the_kubelet_configuration_are_refused(tmp_path, capsys, config, words):
+    cfg = tmp_path / "kubelet.yaml"
+    cfg.write_text("kind: KubeletConfiguration\n" + config)
+    err = _refused(tmp_path, capsys, K8S / "pods.json", "--kubelet-config", str(cfg))
+    assert f"{cfg}: {words}" in err

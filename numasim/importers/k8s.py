@@ -46,7 +46,31 @@ def _bytes(q: Any, source: str, path: str) -> int:
         raise _error(source, path, f"not a Kubernetes memory quantity: {text[:40]!r}") from None
 
 
+def _mapping(value: Any, source: str, path: str, what: str = "an object") -> dict:
+    """``value`` if it is a JSON object (a YAML mapping); a missing or null one is empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _error(source, path, f"expected {what}, got {_kind(value)}")
+    return value
+
+
+def _text(value: Any, source: str, path: str) -> str | None:
+    """A name (a string) or None when it is missing."""
+    if value is not None and not isinstance(value, str):
+        raise _error(source, path, f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
 def _cpu(q: Any, source: str, path: str) -> float:
+    if isinstance(q, bool):
+        raise _error(source, path, f"not a Kubernetes CPU quantity: {str(q).lower()} (true and false are never numbers); "
+                                   "expected a number of CPUs such as 2, \"1.5\" or \"500m\"")
     try:
         return float(parse_cpu(q))
     except (ValueError, TypeError):
@@ -69,7 +93,7 @@ def _read_json(path: str) -> Any:
 
 def _pod_resources(pod: dict, source: str, where: str) -> dict[str, Any]:
     """Sums over the pod's containers: limits count only when every container has one."""
-    containers = (pod.get("spec") or {}).get("containers") or []
+    containers = _mapping(pod.get("spec"), source, f"{where}.spec").get("containers") or []
     if not isinstance(containers, list) or not containers:
         raise _error(source, f"{where}.spec.containers", "a pod needs at least one container")
     out: dict[str, Any] = {}
@@ -77,8 +101,10 @@ def _pod_resources(pod: dict, source: str, where: str) -> dict[str, Any]:
         for res, conv in (("cpu", _cpu), ("memory", _bytes)):
             vals = []
             for k, c in enumerate(containers):
-                q = ((c.get("resources") or {}).get(kind) or {}).get(res) if isinstance(c, dict) else None
-                vals.append(None if q is None else conv(q, source, f"{where}.spec.containers[{k}].resources.{kind}.{res}"))
+                at = f"{where}.spec.containers[{k}]"
+                resources = _mapping(_mapping(c, source, at).get("resources"), source, f"{at}.resources")
+                q = _mapping(resources.get(kind), source, f"{at}.resources.{kind}").get(res)
+                vals.append(None if q is None else conv(q, source, f"{at}.resources.{kind}.{res}"))
             if kind == "limits":
                 out[f"{kind}_{res}"] = sum(vals) if all(v is not None for v in vals) else None
             else:
@@ -90,7 +116,24 @@ def _pod_resources(pod: dict, source: str, where: str) -> dict[str, Any]:
     return out
 
 
-def _kubelet_options(path: str) -> tuple[dict[str, Any], list[str]]:
+def _machine_nodes(machine: Any) -> int | None:
+    """The NUMA nodes (memory-only ones too) of ``machine``, a preset name or a machine file's data;
+    None when it is not a valid machine (the scenario's own check then says why)."""
+    from ..model.machine import MachineSpec
+    from ..model.presets import load_preset
+
+    try:
+        data = load_preset("machines", machine) if isinstance(machine, str) else dict(machine)
+        if isinstance(data.get("preset"), str):
+            data = load_preset("machines", data.pop("preset")) | data
+        spec = MachineSpec.model_validate(data)
+    except Exception:  # noqa: BLE001 - any problem is reported by the scenario check
+        return None
+    return spec.n_nodes + len(spec.memory_nodes)
+
+
+def _kubelet_options(path: str, nodes: int | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The kubelet options of the KubeletConfiguration file ``path``; ``nodes``: the machine's NUMA nodes."""
     from ..model.yamlfile import read_yaml
 
     data = read_yaml(Path(path))
@@ -104,25 +147,41 @@ def _kubelet_options(path: str) -> tuple[dict[str, Any], list[str]]:
              "memoryManagerPolicy": ("memory_manager_policy", {"None", "Static"})}
     for key, (opt, allowed) in names.items():
         if key in data:
-            if data[key] not in allowed:
+            if not isinstance(data[key], str) or data[key] not in allowed:
                 raise _error(path, key, f"{data[key]!r} is not one of {', '.join(sorted(allowed))}")
             opts[opt] = data[key]
     if "reservedSystemCPUs" in data:
         opts["reserved_cpus"] = str(data["reservedSystemCPUs"])
     else:
-        cpus = sum(_cpu(((data.get(k) or {}).get("cpu")), path, f"{k}.cpu")
-                   for k in ("kubeReserved", "systemReserved") if (data.get(k) or {}).get("cpu") is not None)
+        reserved = [_mapping(data.get(k), path, k, "a mapping such as {cpu: 500m, memory: 1Gi}").get("cpu")
+                    for k in ("kubeReserved", "systemReserved")]
+        cpus = sum(_cpu(q, path, f"{k}.cpu") for k, q in zip(("kubeReserved", "systemReserved"), reserved)
+                   if q is not None)
         if cpus:
             opts["reserved_cpus"] = math.ceil(cpus)  # the CPU manager reserves ceil(kube + system reserved) CPUs
     rm = data.get("reservedMemory")
-    if isinstance(rm, list) and rm:
-        sizes = {_bytes(((e or {}).get("limits") or {}).get("memory", 0), path, f"reservedMemory[{k}].limits.memory")
-                 for k, e in enumerate(rm)}
+    if rm is not None and not isinstance(rm, list):
+        raise _error(path, "reservedMemory", f"expected a list such as [{{numaNode: 0, limits: {{memory: 1Gi}}}}], "
+                                             f"got {_kind(rm)}")
+    if rm:
+        sizes = set()
+        for k, e in enumerate(rm):
+            e = _mapping(e, path, f"reservedMemory[{k}]", "a mapping such as {numaNode: 0, limits: {memory: 1Gi}}")
+            node = e.get("numaNode")
+            if isinstance(node, bool) or not isinstance(node, int) or node < 0:
+                raise _error(path, f"reservedMemory[{k}].numaNode", f"expected a NUMA node number, got {node!r}")
+            if nodes is not None and node >= nodes:
+                raise _error(path, f"reservedMemory[{k}].numaNode",
+                             f"node {node} is not on the machine, which has nodes 0-{nodes - 1}")
+            limits = _mapping(e.get("limits"), path, f"reservedMemory[{k}].limits", "a mapping such as {memory: 1Gi}")
+            sizes.add(_bytes(limits.get("memory", 0), path, f"reservedMemory[{k}].limits.memory"))
         opts["reserved_memory"] = format_exact_size(max(sizes))
         if len(sizes) > 1:
             notes.append("reservedMemory differs between NUMA nodes; numasim reserves the largest on every node")
     if "cpuCFSQuota" in data:
-        opts["cfs_quota"] = bool(data["cpuCFSQuota"])
+        if not isinstance(data["cpuCFSQuota"], bool):
+            raise _error(path, "cpuCFSQuota", f"expected true or false, got {data['cpuCFSQuota']!r}")
+        opts["cfs_quota"] = data["cpuCFSQuota"]
     return opts, notes
 
 
@@ -139,8 +198,13 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
     for k, pod in enumerate(items):
         if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
             raise _error(pods_path, f"items[{k}]", "not a Pod")
-        meta = pod.get("metadata") or {}
-        if (pod.get("status") or {}).get("phase", "Running") not in ("Running", "Pending"):
+        meta = _mapping(pod.get("metadata"), pods_path, f"items[{k}].metadata")
+        spec = _mapping(pod.get("spec"), pods_path, f"items[{k}].spec")
+        status = _mapping(pod.get("status"), pods_path, f"items[{k}].status")
+        for value, path in ((meta.get("name"), "metadata.name"), (meta.get("namespace"), "metadata.namespace"),
+                            (spec.get("nodeName"), "spec.nodeName"), (status.get("phase"), "status.phase")):
+            _text(value, pods_path, f"items[{k}].{path}")
+        if status.get("phase", "Running") not in ("Running", "Pending"):
             continue
         if meta.get("namespace") in exclude_namespaces:
             continue
@@ -161,7 +225,11 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
             continue
         meta = pod.get("metadata") or {}
         owners = meta.get("ownerReferences") or []
-        base = owners[0].get("name") if owners and isinstance(owners[0], dict) else meta.get("name", f"pod{k}")
+        if not isinstance(owners, list):
+            raise _error(pods_path, f"items[{k}].metadata.ownerReferences", f"expected a list, got {_kind(owners)}")
+        owner = _mapping(owners[0], pods_path, f"items[{k}].metadata.ownerReferences[0]") if owners else {}
+        base = (_text(owner.get("name"), pods_path, f"items[{k}].metadata.ownerReferences[0].name")
+                or meta.get("name") or f"pod{k}")
         res = _pod_resources(pod, pods_path, f"items[{k}]")
         key = (base, tuple(sorted(res.items())))
         if key in groups:
@@ -184,7 +252,8 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
             spec["cpu_limit"] = res["limits_cpu"]
         req = {k: v for k, v in (("cpu", res["requests_cpu"]), ("memory", res["requests_memory"])) if v is not None}
         if req:
-            spec["requests"] = {"cpu": req["cpu"]} | ({"memory": format_exact_size(req["memory"])} if "memory" in req else {})
+            spec["requests"] = ({"cpu": req["cpu"]} if "cpu" in req else {}) | (
+                {"memory": format_exact_size(req["memory"])} if "memory" in req else {})
         if not mem:
             warnings.append(f"pod {name}: no memory request or limit; it touches 1 GiB (guessed)")
         out_pods.append(spec)
@@ -195,7 +264,7 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
                     "know; edit the scenario's pods and workloads")
     options: dict[str, Any] = {}
     if kubelet_path:
-        options, notes = _kubelet_options(kubelet_path)
+        options, notes = _kubelet_options(kubelet_path, _machine_nodes(machine))
         warnings += notes
     scenario = {
         "name": _NAME.sub("-", str(node))[:80] or "node",
