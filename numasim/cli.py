@@ -366,15 +366,16 @@ def _cmd_policies(out: Console) -> int:
 
 def _cmd_machines(out: Console) -> int:
     t = Table(title="machine presets")
-    for col in ("name", "nodes", "CPUs", "GHz", "local/remote ns", "GB/s per node", "GB/s per chiplet", "stream lines",
-                "description"):
+    for col in ("name", "nodes", "CPUs", "GHz", "local/remote ns", "GB/s per node", "GB/s per chiplet", "cores per LLC",
+                "stream lines", "description"):
         t.add_column(col)
     for name in preset_names("machines"):
         m = machine_preset(name)
         lines = f"{m.thread_mlp:g}" if m.spec.thread_mlp is not None else f"{m.stream_mlp:g} (default)"
         t.add_row(name, str(m.n_nodes), str(m.n_cpus), f"{m.frequency_ghz:g}",
                   f"{m.latency[0, 0]:.0f}/{m.latency[0, -1]:.0f}", f"{m.node_bandwidth[0]:g}",
-                  f"{m.spec.chiplet_gbps:g} ({m.spec.cores_per_chiplet} cores)" if m.spec.chiplet_gbps else "-", lines,
+                  f"{m.spec.chiplet_gbps:g} ({m.spec.cores_per_chiplet} cores)" if m.spec.chiplet_gbps else "-",
+                  str(m.spec.cores_per_llc or m.spec.cores_per_node), lines,
                   m.spec.description)
     out.print(t)
     return 0

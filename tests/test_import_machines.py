@@ -64,6 +64,8 @@ def test_epyc_rome_nps4_from_numactl_and_lscpu():
     assert all(spec["sources"][k].startswith("guessed: from the epyc-7742-nps4 preset (a AMD EPYC")
                for k in ("thread_mlp", "cores_per_chiplet", "chiplet_gbps"))
     assert any(w.startswith("chiplet_gbps: guessed") for w in warnings)
+    # This lscpu prints one L3 instance without a count: the core complex is the family's, guessed too.
+    assert spec["cores_per_llc"] == 4 and spec["sources"]["cores_per_llc"].startswith("guessed")
     m = numasim.load("scenarios/governor.yaml", machine=spec).machine
     assert m.n_nodes == 8 and m.latency[0, 1] / m.latency[0, 0] == pytest.approx(1.2)
     assert m.latency[0, 4] / m.latency[0, 0] == pytest.approx(3.2)  # local x SLIT / 10
@@ -94,3 +96,22 @@ def test_sandy_bridge_from_hwloc_xml():
     assert (spec["sockets"], spec["nodes_per_socket"], spec["cores_per_node"], spec["threads_per_core"]) == (2, 1, 8, 2)
     assert spec["name"] == "Intel(R) Xeon(R) CPU E5-2650 0 @ 2.00GHz" and spec["frequency_ghz"] == 2.0
     assert spec["slit"] == [[10, 20], [20, 10]] and spec["cpu_numbering"] == "block"
+
+
+def test_llcs_are_imported_where_lscpu_counts_them(tmp_path):
+    base = FIXTURES / "amd-epyc-7742-2s-nps4-sdsc-expanse"
+    text = (base / "lscpu.txt").read_text().replace("L3 cache:            16384K",
+                                                    "L3 cache:            512 MiB (32 instances)")
+    (tmp_path / "lscpu.txt").write_text(text)
+    spec, _ = import_machine([str(base / "numactl-H.txt"), str(tmp_path / "lscpu.txt")])
+    assert spec["cores_per_llc"] == 4 and spec["sources"]["cores_per_llc"].startswith("imported: lscpu")
+    # lscpu -p's cache ids say the same: CPUs 4k-4k+3 share L3 k.
+    rows = "\n".join(f"{c},{c},{c // 64},{c // 16},,{c}:{c}:{c}:{c // 4}" for c in range(128))
+    (tmp_path / "lscpu-p.txt").write_text("# CPU,Core,Socket,Node,,L1d:L1i:L2:L3\n" + rows + "\n")
+    spec, _ = import_machine([str(base / "numactl-H.txt"), str(tmp_path / "lscpu-p.txt")])
+    assert spec["cores_per_llc"] == 4 and spec["sources"]["cores_per_llc"].startswith("imported: lscpu -p")
+    # One L3 per node (an Intel socket): no field, the node is the LLC.
+    rows = "\n".join(f"{c},{c},{c // 64},{c // 16},,{c}:{c}:{c}:{c // 16}" for c in range(128))
+    (tmp_path / "lscpu-p.txt").write_text("# CPU,Core,Socket,Node,,L1d:L1i:L2:L3\n" + rows + "\n")
+    spec, _ = import_machine([str(base / "numactl-H.txt"), str(tmp_path / "lscpu-p.txt")])
+    assert "cores_per_llc" not in spec

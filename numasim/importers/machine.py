@@ -255,6 +255,16 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         if preset.get("cores_per_chiplet") and spec["cores_per_node"] % preset["cores_per_chiplet"] == 0:
             spec["cores_per_chiplet"] = guess("cores_per_chiplet", preset["cores_per_chiplet"], f" (a {family} chiplet)")
             spec["chiplet_gbps"] = guess("chiplet_gbps", preset["chiplet_gbps"], f" (a {family} chiplet's link)")
+    # Last-level caches smaller than a node (an EPYC's CCX): measured where lscpu counts them.
+    n_cores = n * spec["cores_per_node"]
+    inst = m.get("l3_instances")
+    if inst and n_cores % inst == 0 and n_cores // inst < spec["cores_per_node"] and spec["cores_per_node"] % (n_cores // inst) == 0:
+        spec["cores_per_llc"] = n_cores // inst
+        src["cores_per_llc"] = f"imported: {origin['l3_instances']} ({inst} L3 caches for {n_cores} cores)"
+    elif (not inst and family is not None and preset.get("cores_per_llc")
+          and family == _family(f"{preset_name} {preset.get('description', '')}")
+          and spec["cores_per_node"] % preset["cores_per_llc"] == 0):
+        spec["cores_per_llc"] = guess("cores_per_llc", preset["cores_per_llc"], f" (a {family} core complex)")
     if m.get("l2_kib"):
         spec["l2_kib"] = round(m["l2_kib"], 1)
         src["l2_kib"] = f"imported: {origin['l2_kib']}"

@@ -52,6 +52,7 @@ class Facts:
     model: str | None = None
     sockets: int | None = None  # counts, when no per-CPU topology is given (plain lscpu)
     l3_counted: bool | None = None  # lscpu said how many L3 instances there are
+    l3_instances: int | None = None  # L3 caches in the machine (lscpu's count, or lscpu -p's cache ids)
     threads_per_core: int | None = None
 
 
@@ -203,12 +204,14 @@ def _parse_lscpu(text: str, source: str) -> Facts:
         per_socket = l3[0] * (l3[1] // sockets if l3[1] and sockets and l3[1] % sockets == 0 else 1)
         f.l3_mib = per_socket / 1024
         f.l3_counted = l3[1] is not None
+        f.l3_instances = l3[1]
     return f
 
 
 def _parse_lscpu_p(text: str, source: str) -> Facts:
     f = Facts(source, "lscpu -p")
     header: list[str] = []
+    l3_ids: set[int] = set()
     for line in text.splitlines():
         if line.startswith("# CPU,"):
             header = [h.strip().lower() for h in line[2:].split(",")]
@@ -219,6 +222,15 @@ def _parse_lscpu_p(text: str, source: str) -> Facts:
             raise error(source, "lscpu -p output without its '# CPU,Core,Socket,Node' header line")
         cols = dict(zip(header, line.split(",")))
         _cpu_row(f, cols, source)
+        # The cache ids ('L1d:L1i:L2:L3' in one column): CPUs with one L3 id share that cache.
+        for name, value in cols.items():
+            levels = name.split(":")
+            if "l3" in levels:
+                ids = value.split(":")
+                if len(ids) == len(levels) and ids[levels.index("l3")].strip().isdigit():
+                    l3_ids.add(int(ids[levels.index("l3")]))
+    if l3_ids:
+        f.l3_instances = len(l3_ids)
     return f
 
 
