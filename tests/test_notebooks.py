@@ -146,8 +146,10 @@ def test_04_imports_a_real_epyc_and_sweeps_it(kernel_env):
     assert (s["points"], s["rows"]) == (4, 8)  # 4 pod counts x (cfs, numactl)
     assert s["numactl_locality"] == {"2": 1.0, "16": 1.0}  # each pod bound to its node
     gbps = s["gbps"]
-    # More pods, more traffic, until every node is saturated: 8 x 34.4 GB/s, the guessed bandwidth
-    # of one NPS4 quadrant (from the epyc-7742-nps4 preset; the files give none).
+    # More pods, more traffic; numactl evens the pods over the nodes and saturates all eight:
+    # 8 x 34.4 GB/s, the guessed bandwidth of one NPS4 quadrant (epyc-7742-nps4; the files give none).
     assert gbps["cfs"]["16"] > 1.5 * gbps["cfs"]["2"]
-    assert gbps["cfs"]["16"] == pytest.approx(8 * 34.4, rel=0.02)
-    assert gbps["numactl"]["16"] == pytest.approx(gbps["cfs"]["16"], rel=0.02)  # every node saturated either way
+    assert gbps["numactl"]["16"] == pytest.approx(8 * 34.4, rel=0.02)
+    # CFS tolerates an imbalance of one task per core complex (4 per node) on lightly loaded
+    # nodes, so some nodes hold more pods than others and the machine's bandwidth is not reached.
+    assert gbps["cfs"]["16"] < 0.95 * gbps["numactl"]["16"]
