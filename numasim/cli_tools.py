@@ -183,28 +183,10 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
 def _measured_csv(path: str) -> list[tuple[str, str, float]]:
     """label,metric,value rows of a measurements file; errors name the line."""
     import csv
-    import stat
 
-    from .model.yamlfile import MAX_BYTES
+    from .model.yamlfile import read_text
 
-    try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            raise ScenarioError(Problem("", "is a directory, expected a CSV file"), source=path)
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise ScenarioError(Problem("", "is a device or socket, expected a CSV file"), source=path)
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ScenarioError(Problem("", "file not found"), source=path) from None
-    except OSError as exc:
-        raise ScenarioError(Problem("", f"cannot be read: {exc.strerror or exc}"), source=path) from None
-    if len(raw) > MAX_BYTES:
-        raise ScenarioError(Problem("", f"larger than {MAX_BYTES // 2**20} MiB"), source=path)
-    try:
-        text = raw.decode("utf-8-sig")  # -sig: a byte order mark (Excel's "CSV UTF-8") is dropped
-    except UnicodeDecodeError:
-        raise ScenarioError(Problem("", "not a UTF-8 text file"), source=path) from None
+    text = read_text(path, "a CSV file", encoding="utf-8-sig")  # -sig: Excel's "CSV UTF-8" byte order mark
     rows = list(csv.reader(text.splitlines()))
     if not rows or [c.strip() for c in rows[0]] != ["label", "metric", "value"]:
         raise ScenarioError(Problem("line 1", "the header must be label,metric,value"), source=path)

@@ -239,31 +239,17 @@ class RunResult:
 def _read_json(path) -> Any:
     """The JSON document in the file ``path``: at most MAX_BYTES of a regular file or a pipe (like a scenario file).
 
-    Raises ValueError (or OSError) with a message that says what is wrong.
+    Raises ValueError with a message that says what is wrong.
     """
     import json
-    import os
-    import stat
+
+    from ..errors import ScenarioError
+    from ..model.yamlfile import read_text
 
     try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            raise ValueError("is a directory, expected a JSON file")
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise ValueError("is a device or socket, expected a JSON file")
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ValueError("file not found") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ValueError(f"larger than {MAX_BYTES // 2**20} MiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("not a UTF-8 text file") from None
-    del raw
+        text = read_text(path, "a JSON file", MAX_BYTES)
+    except ScenarioError as exc:
+        raise ValueError("; ".join(p.message for p in exc.problems)) from None
     try:
         return json.loads(text)
     except RecursionError:

@@ -14,6 +14,7 @@ What a scenario file may not do, and why it is refused rather than read:
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -121,25 +122,33 @@ def read_yaml_text(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def read_yaml(path: Path) -> Any:
-    """Read and parse the YAML file ``path``: at most MAX_BYTES of a regular file or a pipe."""
+def read_text(path: str | Path, kind: str, max_bytes: int = MAX_BYTES, encoding: str = "utf-8") -> str:
+    """The text of the file ``path``: a regular file or a pipe, at most ``max_bytes``, UTF-8.
+
+    ``kind`` names what was expected ("a YAML file"); every problem is a ScenarioError
+    whose source is ``path``.
+    """
     source = str(path)
     try:
-        mode = path.stat().st_mode
+        mode = os.stat(path).st_mode
         if stat.S_ISDIR(mode):
-            raise ScenarioError(Problem("", "is a directory, expected a YAML file"), source=source)
+            raise ScenarioError(Problem("", f"is a directory, expected {kind}"), source=source)
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise ScenarioError(Problem("", "is a device or socket, expected a YAML file"), source=source)
-        with path.open("rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+            raise ScenarioError(Problem("", f"is a device or socket, expected {kind}"), source=source)
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
     except FileNotFoundError:
         raise ScenarioError(Problem("", "file not found"), source=source) from None
     except OSError as exc:
-        raise ScenarioError(Problem("", f"cannot read: {exc.strerror}"), source=source) from None
-    if len(raw) > MAX_BYTES:
-        raise ScenarioError(Problem("", f"larger than {MAX_BYTES // 2**20} MiB"), source=source)
+        raise ScenarioError(Problem("", f"cannot read: {exc.strerror or exc}"), source=source) from None
+    if len(raw) > max_bytes:
+        raise ScenarioError(Problem("", f"larger than {max_bytes // 2**20} MiB"), source=source)
     try:
-        text = raw.decode("utf-8")
+        return raw.decode(encoding)
     except UnicodeDecodeError:
         raise ScenarioError(Problem("", "not a UTF-8 text file"), source=source) from None
-    return read_yaml_text(text, source)
+
+
+def read_yaml(path: Path) -> Any:
+    """Read and parse the YAML file ``path``: at most MAX_BYTES of a regular file or a pipe."""
+    return read_yaml_text(read_text(path, "a YAML file"), str(path))
