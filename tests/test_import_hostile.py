@@ -68,7 +68,7 @@ def test_hostile_xml_is_refused(tmp_path, capsys):
 
 
 def test_a_tarball_with_too_many_members_is_refused(tmp_path, capsys, monkeypatch):
-    import numasim.importers.tool_outputs as im
+    import numasim.importers.inputs as im
 
     monkeypatch.setattr(im, "MAX_TAR_MEMBERS", 50)
     path = tmp_path / "sys.tar"
@@ -83,7 +83,7 @@ def test_a_tarball_with_too_many_members_is_refused(tmp_path, capsys, monkeypatc
 
 
 def test_a_huge_file_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch):
-    import numasim.importers.tool_outputs as im
+    import numasim.importers.inputs as im
 
     monkeypatch.setattr(im, "MAX_INPUT_BYTES", 1000)
     big = tmp_path / "big.txt"

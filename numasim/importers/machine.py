@@ -1,7 +1,8 @@
 """``numasim machine import``: a machine file from what the machine already reports.
 
-The inputs are read by :mod:`numasim.importers.tool_outputs` (numactl -H, lscpu,
-hwloc XML, sysfs, Intel MLC), each into :class:`Facts`, what it says. Here the
+The inputs are read by :mod:`numasim.importers.inputs` and parsed by
+:mod:`numasim.importers.tool_outputs` (numactl -H, lscpu, hwloc XML, sysfs, Intel MLC),
+each into :class:`Facts`, what it says. Here the
 facts are merged (a later input fills what an earlier one left out, and a
 disagreement is an error) and turned into a machine spec whose ``sources`` say where
 every value came from. What no input gives is taken from the closest preset and
@@ -18,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import Problem, ScenarioError
-from .tool_outputs import Facts, error as _error, parse
+from .inputs import parse
+from .tool_outputs import Facts, error as _error
 
 __all__ = ["Facts", "parse", "import_machine", "to_yaml"]
 

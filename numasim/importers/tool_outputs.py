@@ -1,30 +1,23 @@
 """What each tool's output says about a machine: one parser per format, all returning :class:`Facts`.
 
-``parse(path)`` recognises the input by its content: ``numactl -H``, ``lscpu``
-(plain, ``-p``, ``-e``), hwloc XML (read with defusedxml), a copy of
-``/sys/devices/system/{node,cpu}`` (a directory or a tarball, read in memory with
-its size and member count capped), or Intel MLC output (several sections in one
-file are fine). :mod:`numasim.importers.machine` merges the facts into a machine.
+The formats: ``numactl -H``, ``lscpu`` (plain, ``-p``, ``-e``), hwloc XML (read with
+defusedxml), a copy of ``/sys/devices/system/{node,cpu}`` (as files by their path), and
+Intel MLC output (several sections in one file are fine). :mod:`numasim.importers.inputs`
+reads an input and picks its parser; :mod:`numasim.importers.machine` merges the facts
+into a machine.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import Problem, ScenarioError
 from ..model.machine import MAX_CPUS
 
-__all__ = ["Facts", "parse", "MAX_INPUT_BYTES", "MAX_TAR_MEMBERS", "MAX_TAR_BYTES"]
-
-MAX_INPUT_BYTES = 16 * 2**20  # an hwloc XML of a 1,000-CPU machine is about 2 MB
-MAX_TAR_MEMBERS = 200_000
-MAX_TAR_BYTES = 64 * 2**20
+__all__ = ["Facts", "error"]
 
 
 @dataclass
@@ -444,97 +437,3 @@ def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
                 raise error(source, f"{len(dist[k])} node distances, expected {len(dist)} (one per node)", dist_file[k])
         f.distances = [dist[k] for k in range(len(dist))]
     return f
-
-
-# ----------------------------------------------------------------------------- reading
-def _read_text(path: Path) -> str:
-    try:
-        if not path.is_file():
-            raise error(str(path), "not a regular file, a directory or a tarball")
-        size = path.stat().st_size
-        if size > MAX_INPUT_BYTES:
-            raise error(str(path), f"larger than {MAX_INPUT_BYTES // 2**20} MiB")
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise error(str(path), f"cannot be read: {exc.strerror or exc}") from None
-
-
-_SYSFS = re.compile(r"(node/node\d+/(cpulist|distance|meminfo)|cpu/cpu\d+/(topology/(physical_package_id|core_id)"
-                    r"|cpufreq/cpuinfo_max_freq))$")
-
-
-def _sysfs_files_dir(root: Path) -> dict[str, str]:
-    files: dict[str, str] = {}
-    total = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in filenames:
-            rel = os.path.relpath(os.path.join(dirpath, name), root)
-            if _SYSFS.search(rel.replace(os.sep, "/")):
-                p = Path(dirpath, name)
-                if p.is_symlink() or not p.is_file():
-                    continue
-                try:
-                    with open(p, "rb") as fh:
-                        text = fh.read(65536).decode("utf-8", errors="replace")
-                except OSError as exc:
-                    raise error(str(root), f"cannot be read: {exc.strerror or exc}", rel) from None
-                total += len(text)
-                if len(files) >= MAX_TAR_MEMBERS or total > MAX_TAR_BYTES:
-                    raise error(str(root), "too many or too large files for a copy of /sys/devices/system")
-                files[rel.replace(os.sep, "/")] = text
-    return files
-
-
-def _sysfs_files_tar(path: Path) -> dict[str, str]:
-    files: dict[str, str] = {}
-    total = 0
-    try:
-        with tarfile.open(path) as tar:
-            for k, member in enumerate(tar):
-                if k >= MAX_TAR_MEMBERS:
-                    raise error(str(path), f"more than {MAX_TAR_MEMBERS:,} members")
-                if not member.isfile() or not _SYSFS.search(member.name):
-                    continue
-                total += member.size
-                if member.size > 65536 or total > MAX_TAR_BYTES:
-                    raise error(str(path), "a member is too large for a sysfs file")
-                fh = tar.extractfile(member)
-                files[member.name] = fh.read().decode("utf-8", errors="replace") if fh else ""
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise error(str(path), f"not a readable tarball: {exc}") from None
-    return files
-
-
-def parse(path: str | os.PathLike[str]) -> Facts:
-    """Read one input and say what it is by its content."""
-    p = Path(path)
-    if not p.exists():
-        raise error(str(p), "no such file or directory")
-    if p.is_dir():
-        files = _sysfs_files_dir(p)
-        if not files:
-            raise error(str(p), "a directory, but no copy of /sys/devices/system/{node,cpu} in it")
-        return _parse_sysfs(files, str(p))
-    if p.is_file() and tarfile.is_tarfile(p):
-        files = _sysfs_files_tar(p)
-        if not files:
-            raise error(str(p), "a tarball, but no copy of /sys/devices/system/{node,cpu} in it")
-        return _parse_sysfs(files, str(p))
-    text = _read_text(p)
-    source = str(p)
-    head = text.lstrip()[:4000]
-    if head.startswith("<?xml") or "<topology" in head:
-        return _parse_hwloc(text, source)
-    if "Intel(R) Memory Latency Checker" in text or "Measuring idle latencies" in text:
-        return _parse_mlc(text, source)
-    if re.search(r"^available: \d+ nodes", text, re.M) or "node distances:" in text:
-        return _parse_numactl(text, source)
-    if re.search(r"^# CPU,", text, re.M):
-        return _parse_lscpu_p(text, source)
-    first = text.strip().splitlines()[0].split() if text.strip() else []
-    if first and first[0] == "CPU" and ("NODE" in first or "SOCKET" in first):
-        return _parse_lscpu_e(text, source)
-    if re.search(r"^(Architecture|CPU\(s\)|Socket\(s\)):", text, re.M):
-        return _parse_lscpu(text, source)
-    raise error(source, "not recognised: expected the output of numactl -H, lscpu (plain, -p or -e), "
-                         "lstopo --of xml, Intel MLC, or a copy of /sys/devices/system (directory or tarball)")
