@@ -257,6 +257,10 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         if preset.get("cores_per_chiplet") and spec["cores_per_node"] % preset["cores_per_chiplet"] == 0:
             spec["cores_per_chiplet"] = guess("cores_per_chiplet", preset["cores_per_chiplet"], f" (a {family} chiplet)")
             spec["chiplet_gbps"] = guess("chiplet_gbps", preset["chiplet_gbps"], f" (a {family} chiplet's link)")
+    if family == "AMD EPYC":  # every EPYC is a Zen core, on which the kernel raises the reclaim distance
+        spec["node_reclaim_distance"] = 32
+        src["node_reclaim_distance"] = ("the kernel's for an AMD Zen CPU (arch/x86/kernel/cpu/amd.c, init_amd_zn: "
+                                        "node_reclaim_distance = 32, since v5.4)")
     # Last-level caches smaller than a node (an EPYC's CCX): measured where lscpu counts them.
     n_cores = n * spec["cores_per_node"]
     inst = m.get("l3_instances")

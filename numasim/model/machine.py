@@ -152,6 +152,11 @@ class MachineSpec(Spec):
         default=None, description="the same, from a core on the nearest other socket, the line homed in the writer's socket, ns (default for both: the DRAM latency to the writer's node)")
     c2c_remote_reader_homed_ns: Latency | None = Field(
         default=None, description="the same, the line homed in the reader's socket (a directory's extra trip; MLC reports both), ns (default: c2c_remote_ns)")
+    node_reclaim_distance: int = Field(
+        default=30, ge=10, le=255,
+        description="the kernel's node_reclaim_distance on this CPU: NUMA levels farther than this lose CFS's fork "
+                    "balancing and wake_affine (RECLAIM_DISTANCE 30 in include/linux/topology.h; 32 on AMD Zen, "
+                    "set by arch/x86/kernel/cpu/amd.c since 5.4)")
     loaded_latency: list[tuple[Bandwidth, Latency]] = Field(min_length=2, description="measured [GB/s, ns] points of latency under load (Intel MLC)")
     loaded_latency_peak_gbps: Bandwidth = Field(description="the peak bandwidth of that measurement, GB/s")
     l2_kib: float = Field(default=256, ge=1, le=2**20, description="L2 cache per core, KiB")

@@ -1,4 +1,4 @@
-"""CFS load balancing through the scheduling-domain hierarchy (kernel/sched/fair.c, v6.x).
+"""CFS load balancing through the scheduling-domain hierarchy (kernel/sched/fair.c, v6.x; v5.11-5.17 NUMA imbalance rules).
 
 A part of :class:`numasim.policies.cfs.CFS`, which holds the state these methods share:
 the domain levels (:mod:`numasim.policies.domains`), one balancing entity per level,
@@ -199,7 +199,12 @@ class LoadBalancer:
             if 100 * local.avg_load <= lvl.pct * best.avg_load:
                 return None
             return idlest_g
-        if lvl.numa:
+        if lvl.numa and self.o.numa_imbalance_kernel == "5.15":
+            # 5.11-5.17 (allow_numa_imbalance): stay on the local node while it runs fewer tasks than a
+            # quarter of the domain's CPUs, whatever the imbalance
+            if local.nr < len(self._domains[li][si].cpus) >> 2:
+                return None
+        elif lvl.numa:
             imb_nr = lvl.imb_numa_nr
             if allowed is not None:
                 imb_nr = min(sum(1 for c in groups[local_i][0] if c in allowed), imb_nr)
@@ -388,6 +393,13 @@ class LoadBalancer:
                 imb = self._sibling_imb(busy, local, busiest)
             else:
                 imb = max(0, local.idle - busiest.idle)
+            if lvl.numa and self.o.numa_imbalance_kernel == "5.15":
+                # 5.11-5.17: halved first, then up to NUMA_IMBALANCE_MIN tolerated while the busiest group
+                # runs fewer tasks than a quarter of its CPUs
+                imb >>= 1
+                if busiest.nr < busiest.weight >> 2 and imb <= self.o.numa_imbalance_min:
+                    imb = 0
+                return MIGRATE_TASK, imb
             if lvl.numa:
                 imb = self._adjust_numa(imb, local.nr + 1, lvl.imb_numa_nr)
             return MIGRATE_TASK, imb >> 1

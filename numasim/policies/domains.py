@@ -87,6 +87,9 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     first_numa = next((c for c in cand if c[2]["numa"]), None)
     imb_span = len(first_numa[1][0]) if first_numa else pkg_w
 
+    reclaim = opts.get("node_reclaim_distance")
+    if reclaim is None:
+        reclaim = m.spec.node_reclaim_distance  # the kernel's default for this CPU
     levels: list[Level] = []
     child: list[frozenset[int]] | None = None
     child_numa = False
@@ -96,7 +99,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
         if all(len(s) == 1 for s in spans):
             continue
         numa = info["numa"]
-        far = numa and info.get("dist", 0) > opts["node_reclaim_distance"]
+        far = numa and info.get("dist", 0) > reclaim
         span_w = len(spans[0])
         lvl = Level(
             name=name,

@@ -46,8 +46,11 @@ class _MoveContext:
 class TaskMoves:
     """Task placement by NUMA balancing (the mixin half of :class:`NumaBalancing`)."""
 
-    def _adjust(self, imb: int, dst_running: int) -> int:
-        if dst_running > self.imb_numa_nr:
+    def _adjust(self, imb: int, dst_running: int, dst_weight: int) -> int:
+        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it: 6.1 against imb_numa_nr, 5.15 (5.11-5.17)
+        against a quarter of the destination node's CPUs."""
+        limit = (dst_weight >> 2) - 1 if self.o.numa_imbalance_kernel == "5.15" else self.imb_numa_nr
+        if dst_running > limit:
             return imb
         return 0 if imb <= 2 else imb
 
@@ -111,7 +114,7 @@ class TaskMoves:
         cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
         dst_spare = dst_nr < cap_dst
         if dst_spare:
-            maymove = self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1) == 0
+            maymove = self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1, cap_dst) == 0
         else:
             # load_too_imbalanced: the move must not make the node loads more unequal.
             maymove = abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)

@@ -1,0 +1,101 @@
+"""The NUMA imbalance CFS tolerates, by kernel era (5.11-5.17 against 5.18 on), and the reclaim distance.
+
+fair.c 5.11-5.17 (commit 7d2b5dd0bcc4): a fork stays on its node while the node runs fewer tasks than a
+quarter of the domain's CPUs; the periodic balancer leaves up to NUMA_IMBALANCE_MIN (2) tasks while the
+busiest group runs fewer than a quarter of its CPUs. 5.18 on (e496132ebedd): imb_numa_nr, one task per
+LLC of a node (1/8 of a one-LLC node from 6.0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from numasim.model.machine import Machine, MachineSpec
+from numasim.model.presets import load_preset
+from numasim.policies.balance_pass import StatsMemo
+from numasim.policies.cfs import CFS, CFSOptions
+from numasim.policies.domains import build_levels
+
+
+def _machine(name: str, **over: Any) -> Machine:
+    return Machine.from_spec(MachineSpec(**{**load_preset("machines", name), **over}))
+
+
+ZEN3 = _machine("epyc-7742-nps1", cores_per_llc=8)  # 2 x 64 cores, SMT, 8 LLCs of 8 cores per node
+
+
+def _fork(machine: Machine, era: str, n: int) -> np.ndarray:
+    """Fork ``n`` always-runnable threads from CPU 0 and return the threads per CPU."""
+    cfs = CFS(CFSOptions(numa_imbalance_kernel=era), machine, np.random.default_rng(0))
+    nr = np.zeros(machine.n_cpus, dtype=int)
+    for _ in range(n):
+        nr[cfs.find_dst_cpu(0, nr, None)] += 1
+    return nr
+
+
+def _per(nr: np.ndarray, label: np.ndarray) -> list[int]:
+    return np.bincount(label, weights=nr, minlength=int(label.max()) + 1).astype(int).tolist()
+
+
+def test_zen3_stream_threads_stack_on_one_socket_under_5_15_and_spread_under_6_1():
+    # Mel Gorman's case: 16 STREAM threads on 2 x 64-core Zen 3 (8 LLCs per node).
+    old, new = _fork(ZEN3, "5.15", 16), _fork(ZEN3, "6.1", 16)
+    assert _per(old, ZEN3.cpu_node) == [16, 0]  # 16 < 256 / 4: the fork stays local
+    assert _per(new, ZEN3.cpu_node) == [8, 8]  # imb_numa_nr = 8 LLCs
+    assert max(_per(new, ZEN3.cpu_llc)) == 1  # one thread per LLC
+    assert max(_per(old, ZEN3.cpu_llc)) == 2
+    assert old.max() == new.max() == 1  # an idle CPU each, in both
+
+
+def test_one_llc_node_keeps_a_quarter_of_the_machine_local_under_5_15():
+    m = _machine("skylake-8180")  # 2 x 28 cores, SMT: 112 CPUs, 56 per node, one LLC per node
+    w = m.n_cpus
+    old = _fork(m, "5.15", w // 4)
+    assert _per(old, m.cpu_node) == [w // 4, 0]
+    # One more and the local node holds a quarter of the domain: the fork goes to the idler node.
+    assert _per(_fork(m, "5.15", w // 4 + 1), m.cpu_node) == [w // 4, 1]
+    new = _per(_fork(m, "6.1", w // 4), m.cpu_node)
+    assert abs(new[0] - new[1]) <= 2  # 6.0+: imb_numa_nr = 56 >> 3 = 7, then even
+
+
+@pytest.mark.parametrize("era, moved", [("5.15", 0), ("6.1", 2)])
+def test_periodic_balancer_tolerates_two_tasks_under_5_15_only(era, moved):
+    # Four tasks on node 0, none on node 1: 5.15 halves the difference (2) and tolerates it while node 0
+    # runs fewer than a quarter of its CPUs; 6.1 compares 1 task (after the move) with imb_numa_nr.
+    m = _machine("skylake-8180")
+    cfs = CFS(CFSOptions(numa_imbalance_kernel=era), m, np.random.default_rng(0))
+    lvl = next(lv for lv in cfs.levels if lv.numa)
+    half = m.n_cpus // 2
+    memo = StatsMemo(lvl.pct)
+    busiest = memo[(half, half // 2, 4, 4, half - 4)]
+    local = memo[(half, half // 2, 0, 0, half)]
+    kind, imb = cfs._imbalance(lvl, False, local, busiest, 0.0)
+    assert imb == moved
+
+
+def test_zen_reclaim_distance_keeps_fork_balancing_across_a_slit_of_32():
+    genoa = _machine("epyc-9654-nps1")  # SLIT 10/32, node_reclaim_distance 32 (arch/x86 amd.c)
+    top = build_levels(genoa, CFSOptions().model_dump())[-1]
+    assert top.numa and top.fork and top.wake_affine
+    intel_like = _machine("epyc-9654-nps1", node_reclaim_distance=30)
+    top = build_levels(intel_like, CFSOptions().model_dump())[-1]
+    assert not top.fork and not top.wake_affine
+    # The policy's option, when given, wins over the machine's.
+    top = build_levels(genoa, CFSOptions(node_reclaim_distance=30).model_dump())[-1]
+    assert not top.fork
+
+
+def test_numa_balancing_load_check_follows_the_era():
+    # task_numa_find_cpu's adjust_numa_imbalance, an imbalance of 2 tasks: tolerated by 5.15 while the
+    # destination node would run fewer than a quarter of its 56 CPUs (14), by 6.1 up to imb_numa_nr (56 >> 3).
+    m = _machine("skylake-8180")
+    node = m.n_cpus // 2
+    for era, last_tolerated in (("5.15", node // 4 - 1), ("6.1", node >> 3)):
+        cfs = CFS(CFSOptions(numa_imbalance_kernel=era, numa_balancing=True), m, np.random.default_rng(0))
+        assert cfs.numab is not None
+        assert cfs.numab._adjust(2, last_tolerated, node) == 0, era
+        assert cfs.numab._adjust(2, last_tolerated + 1, node) == 2, era
+        assert cfs.numab._adjust(3, 1, node) == 3, era  # more than NUMA_IMBALANCE_MIN: never tolerated
