@@ -38,6 +38,7 @@ CALIBRATIONS: list[tuple[str, float, float, dict]] = [
     ("skylake-8180", 12.0, 1 / 3, {}),
     ("epyc-7742-nps1", 19.9, 0.0, {}),
     ("epyc-9654-nps1", 37.0, 0.0, {}),
+    ("epyc-7763-nps1", 21.56, 0.0, {"local_latency_ns": 108.0}),
     ("sapphirerapids-8480", 12.5, 0.0, {"local_latency_ns": 129.3}),
 ]
 
