@@ -1,9 +1,10 @@
-"""The NUMA imbalance CFS tolerates, by kernel era (5.11-5.17 against 5.18 on), and the reclaim distance.
+"""The NUMA imbalance CFS tolerates, by kernel era, and the kernel's reclaim distance.
 
-fair.c 5.11-5.17 (commit 7d2b5dd0bcc4): a fork stays on its node while the node runs fewer tasks than a
-quarter of the domain's CPUs; the periodic balancer leaves up to NUMA_IMBALANCE_MIN (2) tasks while the
-busiest group runs fewer than a quarter of its CPUs. 5.18 on (e496132ebedd): imb_numa_nr, one task per
-LLC of a node (1/8 of a one-LLC node from 6.0).
+fair.c 5.11-5.17 (23e6082a522e, 7d2b5dd0bcc4): a fork stays on its node while the node runs fewer tasks
+than a quarter of the domain's CPUs; the periodic balancer halves the difference and leaves up to
+NUMA_IMBALANCE_MIN (2) tasks while the busiest group runs fewer than a quarter of its CPUs. 5.15.33 on
+(2cfb7a1b031b backported): the same against a quarter of the local group's CPUs, counting the task that
+would move. 6.0 on: imb_numa_nr, one task per LLC of a node (1/8 of a one-LLC node).
 """
 
 from __future__ import annotations
@@ -40,31 +41,41 @@ def _per(nr: np.ndarray, label: np.ndarray) -> list[int]:
     return np.bincount(label, weights=nr, minlength=int(label.max()) + 1).astype(int).tolist()
 
 
-def test_zen3_stream_threads_stack_on_one_socket_under_5_15_and_spread_under_6_1():
+@pytest.mark.parametrize("era", ["5.11", "5.15"])
+def test_zen3_stream_threads_stack_on_one_socket_under_5x_and_spread_under_6_1(era):
     # Mel Gorman's case: 16 STREAM threads on 2 x 64-core Zen 3 (8 LLCs per node).
-    old, new = _fork(ZEN3, "5.15", 16), _fork(ZEN3, "6.1", 16)
-    assert _per(old, ZEN3.cpu_node) == [16, 0]  # 16 < 256 / 4: the fork stays local
+    old, new = _fork(ZEN3, era, 16), _fork(ZEN3, "6.1", 16)
+    assert _per(old, ZEN3.cpu_node) == [16, 0]  # 16 < 256 / 4 (5.11), 17 < 128 / 4 (5.15): the forks stay local
     assert _per(new, ZEN3.cpu_node) == [8, 8]  # imb_numa_nr = 8 LLCs
     assert max(_per(new, ZEN3.cpu_llc)) == 1  # one thread per LLC
     assert max(_per(old, ZEN3.cpu_llc)) == 2
     assert old.max() == new.max() == 1  # an idle CPU each, in both
 
 
-def test_one_llc_node_keeps_a_quarter_of_the_machine_local_under_5_15():
+def test_zen3_32_threads_the_lts_rule_sends_the_last_fork_away():
+    # 5.15.33+: the 32nd task would make the node run a quarter of its 128 CPUs; 5.11 counts the domain's 256.
+    assert _per(_fork(ZEN3, "5.15", 32), ZEN3.cpu_node) == [31, 1]
+    assert _per(_fork(ZEN3, "5.11", 32), ZEN3.cpu_node) == [32, 0]
+
+
+def test_one_llc_node_local_forks_by_era():
     m = _machine("skylake-8180")  # 2 x 28 cores, SMT: 112 CPUs, 56 per node, one LLC per node
     w = m.n_cpus
-    old = _fork(m, "5.15", w // 4)
+    old = _fork(m, "5.11", w // 4)
     assert _per(old, m.cpu_node) == [w // 4, 0]
     # One more and the local node holds a quarter of the domain: the fork goes to the idler node.
-    assert _per(_fork(m, "5.15", w // 4 + 1), m.cpu_node) == [w // 4, 1]
+    assert _per(_fork(m, "5.11", w // 4 + 1), m.cpu_node) == [w // 4, 1]
+    # 5.15.33+: a quarter of the node (14), counting the new task: 13 stay, then the forks go to the idler node.
+    assert _per(_fork(m, "5.15", 16), m.cpu_node) == [13, 3]
     new = _per(_fork(m, "6.1", w // 4), m.cpu_node)
     assert abs(new[0] - new[1]) <= 2  # 6.0+: imb_numa_nr = 56 >> 3 = 7, then even
 
 
-@pytest.mark.parametrize("era, moved", [("5.15", 0), ("6.1", 2)])
-def test_periodic_balancer_tolerates_two_tasks_under_5_15_only(era, moved):
-    # Four tasks on node 0, none on node 1: 5.15 halves the difference (2) and tolerates it while node 0
-    # runs fewer than a quarter of its CPUs; 6.1 compares 1 task (after the move) with imb_numa_nr.
+@pytest.mark.parametrize("era, moved", [("5.11", 0), ("5.15", 0), ("6.1", 2)])
+def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
+    # Four tasks on node 0, none on node 1: 5.x halves the difference (2) and tolerates it while node 0
+    # (5.11), or node 1 after the move (5.15), runs fewer than a quarter of its CPUs; 6.1 compares 1 task
+    # (after the move) with imb_numa_nr before halving.
     m = _machine("skylake-8180")
     cfs = CFS(CFSOptions(numa_imbalance_kernel=era), m, np.random.default_rng(0))
     lvl = next(lv for lv in cfs.levels if lv.numa)
@@ -89,11 +100,11 @@ def test_zen_reclaim_distance_keeps_fork_balancing_across_a_slit_of_32():
 
 
 def test_numa_balancing_load_check_follows_the_era():
-    # task_numa_find_cpu's adjust_numa_imbalance, an imbalance of 2 tasks: tolerated by 5.15 while the
+    # task_numa_find_cpu's adjust_numa_imbalance, an imbalance of 2 tasks: tolerated by the 5.x eras while the
     # destination node would run fewer than a quarter of its 56 CPUs (14), by 6.1 up to imb_numa_nr (56 >> 3).
     m = _machine("skylake-8180")
     node = m.n_cpus // 2
-    for era, last_tolerated in (("5.15", node // 4 - 1), ("6.1", node >> 3)):
+    for era, last_tolerated in (("5.11", node // 4 - 1), ("5.15", node // 4 - 1), ("6.1", node >> 3)):
         cfs = CFS(CFSOptions(numa_imbalance_kernel=era, numa_balancing=True), m, np.random.default_rng(0))
         assert cfs.numab is not None
         assert cfs.numab._adjust(2, last_tolerated, node) == 0, era

@@ -139,11 +139,11 @@ def test_03_what_if_trends_follow_the_mechanisms(kernel_env):
     assert loc["memory intensity/cfs@0"] is None  # no misses, no locality
     assert util["memory intensity/esxi@0"] < 0.99
     # Kernel eras on a 2 x 64-core Milan: 5.15 keeps one 16-thread job on one socket (every seed), 6.1
-    # spreads it; two jobs stack under 5.15 only when they start on one socket; four 8-thread jobs saturate
-    # both sockets under either rule unless all start on one.
+    # spreads it; two jobs stack under 5.15 (all but the 32nd thread) only when they start on one socket;
+    # four 8-thread jobs saturate both sockets under either rule unless all start on one.
     kernel = s["kernel"]
     assert all(r > 1.8 for r in kernel["1 x 16"])
-    assert all(r == pytest.approx(1.0, abs=0.02) or r > 1.8 for r in kernel["2 x 16"])
+    assert all(r == pytest.approx(1.0, abs=0.02) or r > 1.5 for r in kernel["2 x 16"])
     assert sum(kernel["4 x 8"]) < sum(kernel["1 x 16"])
 
 

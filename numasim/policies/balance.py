@@ -1,4 +1,4 @@
-"""CFS load balancing through the scheduling-domain hierarchy (kernel/sched/fair.c, v6.x; v5.11-5.17 NUMA imbalance rules).
+"""CFS load balancing through the scheduling-domain hierarchy (kernel/sched/fair.c, v6.x; the 5.x NUMA imbalance rules).
 
 A part of :class:`numasim.policies.cfs.CFS`, which holds the state these methods share:
 the domain levels (:mod:`numasim.policies.domains`), one balancing entity per level,
@@ -199,10 +199,16 @@ class LoadBalancer:
             if 100 * local.avg_load <= lvl.pct * best.avg_load:
                 return None
             return idlest_g
-        if lvl.numa and self.o.numa_imbalance_kernel == "5.15":
-            # 5.11-5.17 (allow_numa_imbalance): stay on the local node while it runs fewer tasks than a
-            # quarter of the domain's CPUs, whatever the imbalance
-            if local.nr < len(self._domains[li][si].cpus) >> 2:
+        era = self.o.numa_imbalance_kernel
+        if lvl.numa and era != "6.1":
+            # Stay on the local node, whatever the imbalance, while it runs fewer tasks than a quarter of the
+            # domain's CPUs (5.11-5.17, 23e6082a522e), or would with the new task run fewer than a quarter of
+            # its own CPUs (5.15.33+, 2cfb7a1b031b backported).
+            if era == "5.11":
+                stay = local.nr < len(self._domains[li][si].cpus) >> 2
+            else:
+                stay = local.nr + 1 < local.weight >> 2
+            if stay:
                 return None
         elif lvl.numa:
             imb_nr = lvl.imb_numa_nr
@@ -389,17 +395,13 @@ class LoadBalancer:
                 if not busy and imb == 0:
                     return MIGRATE_TASK, 1
                 return MIGRATE_UTIL, imb
+            era = self.o.numa_imbalance_kernel
+            if lvl.numa and era != "6.1":
+                return MIGRATE_TASK, self._imbalance_5x(era, lvl, local, busiest)
             if busiest.weight == 1 or lvl.prefer_sibling:
                 imb = self._sibling_imb(busy, local, busiest)
             else:
                 imb = max(0, local.idle - busiest.idle)
-            if lvl.numa and self.o.numa_imbalance_kernel == "5.15":
-                # 5.11-5.17: halved first, then up to NUMA_IMBALANCE_MIN tolerated while the busiest group
-                # runs fewer tasks than a quarter of its CPUs
-                imb >>= 1
-                if busiest.nr < busiest.weight >> 2 and imb <= self.o.numa_imbalance_min:
-                    imb = 0
-                return MIGRATE_TASK, imb
             if lvl.numa:
                 imb = self._adjust_numa(imb, local.nr + 1, lvl.imb_numa_nr)
             return MIGRATE_TASK, imb >> 1
@@ -408,6 +410,19 @@ class LoadBalancer:
                 return MIGRATE_LOAD, 0
         imb = min((busiest.avg_load - sds_avg) * busiest.capacity, (sds_avg - local.avg_load) * local.capacity) / SCALE
         return MIGRATE_LOAD, imb
+
+    def _imbalance_5x(self, era: str, lvl: Level, local: Stats, busiest: Stats) -> int:
+        """calculate_imbalance at a NUMA level with spare capacity, v5.11-5.17 and 5.15.33+: the task (or
+        idle-CPU) difference halved first, then up to NUMA_IMBALANCE_MIN tolerated while a group runs fewer
+        tasks than a quarter of its CPUs: the busiest group (5.11), the local one after the move (5.15.33+)."""
+        if busiest.weight == 1 or lvl.prefer_sibling:
+            imb = max(0, busiest.nr - local.nr) >> 1
+        else:
+            imb = max(0, local.idle - busiest.idle) >> 1
+        running, weight = (busiest.nr, busiest.weight) if era == "5.11" else (local.nr + 1, local.weight)
+        if running < weight >> 2 and imb <= self.o.numa_imbalance_min:
+            return 0
+        return imb
 
     def _busiest_queue(self, group: tuple[int, ...], kind, imbalance, nr: list[int], excluded: set[int]) -> int | None:
         best = None

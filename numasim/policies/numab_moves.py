@@ -47,12 +47,12 @@ class TaskMoves:
     """Task placement by NUMA balancing (the mixin half of :class:`NumaBalancing`)."""
 
     def _adjust(self, imb: int, dst_running: int, dst_weight: int) -> int:
-        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it: 6.1 against imb_numa_nr, 5.15 (5.11-5.17)
+        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it: 6.1 against imb_numa_nr, the 5.x eras
         against a quarter of the destination node's CPUs."""
-        limit = (dst_weight >> 2) - 1 if self.o.numa_imbalance_kernel == "5.15" else self.imb_numa_nr
+        limit = self.imb_numa_nr if self.o.numa_imbalance_kernel == "6.1" else (dst_weight >> 2) - 1
         if dst_running > limit:
             return imb
-        return 0 if imb <= 2 else imb
+        return 0 if imb <= self.o.numa_imbalance_min else imb
 
     def _migrate_tasks(self, sim: "View") -> list[Decision]:
         """numa_migrate_preferred / task_numa_migrate for tasks off their preferred node."""
