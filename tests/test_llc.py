@@ -83,3 +83,17 @@ def test_a_line_passed_within_a_core_or_an_llc_costs_its_own_latency():
 def test_without_the_levels_every_writer_on_the_node_costs_the_same():
     plain = {**LEVELS, "cores_per_llc": None, "c2c_smt_ns": None, "c2c_llc_ns": None}  # (the preset's too)
     assert _pingpong("0,8", **plain) == pytest.approx(_pingpong("0,2", **plain), rel=1e-9)
+
+
+def test_measured_cache_to_cache_pairs_replace_the_rule():
+    # The Kunpeng's two dies per socket: the rule (same-die transfer + the DRAM step between dies) gives
+    # 53.7 ns, the core-to-core CSV 80.5; unmeasured cross-socket pairs keep the rule.
+    measured = _machine("kunpeng920-6426")
+    rule = _machine("kunpeng920-6426", c2c_ns=None)
+    assert measured.c2c[0, 1] == pytest.approx(80.5) and measured.c2c[3, 2] == pytest.approx(80.5)
+    assert rule.c2c[0, 1] == pytest.approx(35.7 + 135.3 - 117.3)
+    assert measured.c2c[0, 2] == rule.c2c[0, 2] and measured.c2c[1, 3] == rule.c2c[1, 3]
+    # One node ignores a preset's matrix; a wrong shape on more nodes is an error that names the field.
+    assert _machine("kunpeng920-6426", sockets=1, nodes_per_socket=1).c2c.shape == (1, 1)
+    with pytest.raises(ValueError, match="c2c_ns must be a 4x4 matrix"):
+        _machine("kunpeng920-6426", c2c_ns=[[35.7, 80.5], [80.5, 35.7]])

@@ -152,6 +152,11 @@ class MachineSpec(Spec):
         default=None, description="the same, from a core on the nearest other socket, the line homed in the writer's socket, ns (default for both: the DRAM latency to the writer's node)")
     c2c_remote_reader_homed_ns: Latency | None = Field(
         default=None, description="the same, the line homed in the reader's socket (a directory's extra trip; MLC reports both), ns (default: c2c_remote_ns)")
+    c2c_ns: list[list[Latency | None]] | None = Field(
+        default=None,
+        description="measured cache-to-cache (HITM) latency between nodes, reader node x writer node, ns, one row per "
+                    "NUMA node with CPUs; null where not measured (those pairs follow c2c_local_ns / c2c_remote_ns). "
+                    "For machines whose nodes of one socket differ, such as two dies (default: none)")
     node_reclaim_distance: int = Field(
         default=30, ge=10, le=255,
         description="the kernel's node_reclaim_distance on this CPU: NUMA levels farther than this lose CFS's fork "
@@ -226,6 +231,12 @@ class MachineSpec(Spec):
                 # One node uses neither matrix (a preset's stays when sockets is set to 1), but a
                 # malformed one is still an error.
                 raise ValueError(f"{name} must be a square matrix (one row per NUMA node)")
+        if self.c2c_ns is not None:
+            c2c = self.c2c_ns
+            if (n > 1 and (len(c2c) != n or any(len(row) != n for row in c2c))) or (
+                    not c2c or any(len(row) != len(c2c) for row in c2c)):
+                # One node ignores it (a preset's stays when sockets is set to 1), but a malformed one is an error.
+                raise ValueError(f"c2c_ns must be a {n}x{n} matrix (one row per NUMA node with CPUs)")
         if n > 1 and self.slit is not None and any(self.slit[i][i] != 10 for i in range(n)):
             raise ValueError("slit must have 10 on the diagonal (ACPI SLIT convention)")
         if n > 1 and self.slit is not None and any(self.slit[i][j] <= 10 for i in range(n) for j in range(n) if i != j):
@@ -269,7 +280,7 @@ def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray
     Measured values (``c2c_local_ns``, ``c2c_remote_ns``) set the nearest cases; a farther
     node adds what its DRAM latency adds over the nearest of its kind (the same extra
     distance on the die or across the interconnect). Without them a HITM costs a DRAM
-    access at the writer's node's distance.
+    access at the writer's node's distance. A measured pair in ``c2c_ns`` replaces the rule.
     """
     c2c = latency.copy()
     same = node_socket[:, None] == node_socket[None, :]
@@ -277,6 +288,11 @@ def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray
         for mask, value in ((same[i], spec.c2c_local_ns), (~same[i], spec.c2c_remote_ns)):
             if value is not None and mask.any():
                 c2c[i, mask] = value + latency[i, mask] - latency[i, mask].min()
+    measured = spec.c2c_ns if spec.c2c_ns is not None and len(spec.c2c_ns) == spec.n_nodes else []
+    for i, row in enumerate(measured):  # measured pairs replace the rule
+        for k, value in enumerate(row):
+            if value is not None:
+                c2c[i, k] = value
     return c2c
 
 
