@@ -221,7 +221,7 @@ class MachineSpec(Spec):
         if self.bandwidth_1to1_gbps is not None and self.bandwidth_1to1_gbps >= 2 * self.loaded_latency_peak_gbps:
             raise ValueError("bandwidth_1to1_gbps must be less than twice loaded_latency_peak_gbps "
                              "(a write-back cannot cost nothing)")
-        for name in ("latency_ns", "slit"):
+        for name in ("latency_ns", "slit", "c2c_ns"):
             mat = getattr(self, name)
             if mat is None:
                 continue
@@ -231,12 +231,6 @@ class MachineSpec(Spec):
                 # One node uses neither matrix (a preset's stays when sockets is set to 1), but a
                 # malformed one is still an error.
                 raise ValueError(f"{name} must be a square matrix (one row per NUMA node)")
-        if self.c2c_ns is not None:
-            c2c = self.c2c_ns
-            if (n > 1 and (len(c2c) != n or any(len(row) != n for row in c2c))) or (
-                    not c2c or any(len(row) != len(c2c) for row in c2c)):
-                # One node ignores it (a preset's stays when sockets is set to 1), but a malformed one is an error.
-                raise ValueError(f"c2c_ns must be a {n}x{n} matrix (one row per NUMA node with CPUs)")
         if n > 1 and self.slit is not None and any(self.slit[i][i] != 10 for i in range(n)):
             raise ValueError("slit must have 10 on the diagonal (ACPI SLIT convention)")
         if n > 1 and self.slit is not None and any(self.slit[i][j] <= 10 for i in range(n) for j in range(n) if i != j):
