@@ -1,5 +1,7 @@
 """The NUMA imbalance CFS tolerates, by kernel era, and the kernel's reclaim distance.
 
+fair.c 5.6-5.10 (57abff067a08, b396f52326de): a fork stays on its node while the node has an idle CPU;
+the periodic balancer leaves any imbalance while the busiest group runs at most 2 tasks.
 fair.c 5.11-5.17 (23e6082a522e, 7d2b5dd0bcc4): a fork stays on its node while the node runs fewer tasks
 than a quarter of the domain's CPUs; the periodic balancer halves the difference and leaves up to
 NUMA_IMBALANCE_MIN (2) tasks while the busiest group runs fewer than a quarter of its CPUs. 5.15.33 on
@@ -71,7 +73,16 @@ def test_one_llc_node_local_forks_by_era():
     assert abs(new[0] - new[1]) <= 2  # 6.0+: imb_numa_nr = 56 >> 3 = 7, then even
 
 
-@pytest.mark.parametrize("era, moved", [("5.11", 0), ("5.15", 0), ("6.1", 2)])
+def test_5_10_forks_fill_the_local_node_while_it_has_an_idle_cpu():
+    m = _machine("skylake-8180")  # 56 CPUs per node
+    node = m.n_cpus // 2
+    assert _per(_fork(m, "5.10", node), m.cpu_node) == [node, 0]
+    assert _per(_fork(m, "5.10", node + 1), m.cpu_node) == [node, 1]  # a full node is no longer "has spare"
+    assert _fork(m, "5.10", node).max() == 1  # one thread per CPU, never two while one is idle
+    assert _per(_fork(ZEN3, "5.10", 64), ZEN3.cpu_node) == [64, 0]  # 5.11 would have sent the 65th of 256/4 away
+
+
+@pytest.mark.parametrize("era, moved", [("5.10", 2), ("5.11", 0), ("5.15", 0), ("6.1", 2)])
 def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
     # Four tasks on node 0, none on node 1: 5.x halves the difference (2) and tolerates it while node 0
     # (5.11), or node 1 after the move (5.15), runs fewer than a quarter of its CPUs; 6.1 compares 1 task
@@ -85,6 +96,22 @@ def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
     local = memo[(half, half // 2, 0, 0, half)]
     kind, imb = cfs._imbalance(lvl, False, local, busiest, 0.0)
     assert imb == moved
+
+
+@pytest.mark.parametrize("era, moved", [("5.10", 1), ("5.11", 0), ("6.1", 1)])
+def test_5_10_tolerates_an_imbalance_only_while_the_busiest_node_runs_two_tasks(era, moved):
+    # Three tasks against none: 5.10 halves (1) and keeps it, the busiest group running more than 2;
+    # 5.11 tolerates it (3 < 56 / 4); 6.1 tolerates an idle-CPU difference of at most 2, so 3 is halved to 1.
+    # Two against none: every era leaves them.
+    m = _machine("skylake-8180")
+    cfs = CFS(CFSOptions(numa_imbalance_kernel=era), m, np.random.default_rng(0))
+    lvl = next(lv for lv in cfs.levels if lv.numa)
+    half = m.n_cpus // 2
+    memo = StatsMemo(lvl.pct)
+    for busy, expect in ((3, moved), (2, 0)):
+        busiest = memo[(half, half // 2, busy, busy, half - busy)]
+        local = memo[(half, half // 2, 0, 0, half)]
+        assert cfs._imbalance(lvl, False, local, busiest, 0.0)[1] == expect, (era, busy)
 
 
 def test_zen_reclaim_distance_keeps_fork_balancing_across_a_slit_of_32():
@@ -110,3 +137,14 @@ def test_numa_balancing_load_check_follows_the_era():
         assert cfs.numab._adjust(2, last_tolerated, node) == 0, era
         assert cfs.numab._adjust(2, last_tolerated + 1, node) == 2, era
         assert cfs.numab._adjust(3, 1, node) == 3, era  # more than NUMA_IMBALANCE_MIN: never tolerated
+    # 5.10 (fb86f5b21192 with the destination's count): any imbalance while the destination runs at most 2.
+    cfs = CFS(CFSOptions(numa_imbalance_kernel="5.10", numa_balancing=True), m, np.random.default_rng(0))
+    assert cfs.numab is not None
+    assert cfs.numab._adjust(5, 2, node) == 0
+    assert cfs.numab._adjust(2, 3, node) == 2
+
+
+def test_a_number_5_10_reads_as_the_5_10_era():
+    # YAML and --set read 5.10 as the float 5.1, which is no era.
+    assert CFSOptions(numa_imbalance_kernel=5.10).numa_imbalance_kernel == "5.10"
+    assert CFSOptions(numa_imbalance_kernel=5.11).numa_imbalance_kernel == "5.11"

@@ -201,10 +201,12 @@ class LoadBalancer:
             return idlest_g
         era = self.o.numa_imbalance_kernel
         if lvl.numa and era != "6.1":
-            # Stay on the local node, whatever the imbalance, while it runs fewer tasks than a quarter of the
-            # domain's CPUs (5.11-5.17, 23e6082a522e), or would with the new task run fewer than a quarter of
-            # its own CPUs (5.15.33+, 2cfb7a1b031b backported).
-            if era == "5.11":
+            # Stay on the local node, whatever the imbalance, while it has an idle CPU (5.5-5.10), runs fewer
+            # tasks than a quarter of the domain's CPUs (5.11-5.17, 23e6082a522e), or would with the new task
+            # run fewer than a quarter of its own CPUs (5.15.33+, 2cfb7a1b031b backported).
+            if era == "5.10":
+                stay = local.idle > 0  # 5.5-5.10 (57abff067a08): any idle CPU keeps the task local
+            elif era == "5.11":
                 stay = local.nr < len(self._domains[li][si].cpus) >> 2
             else:
                 stay = local.nr + 1 < local.weight >> 2
@@ -412,13 +414,16 @@ class LoadBalancer:
         return MIGRATE_LOAD, imb
 
     def _imbalance_5x(self, era: str, lvl: Level, local: Stats, busiest: Stats) -> int:
-        """calculate_imbalance at a NUMA level with spare capacity, v5.11-5.17 and 5.15.33+: the task (or
-        idle-CPU) difference halved first, then up to NUMA_IMBALANCE_MIN tolerated while a group runs fewer
-        tasks than a quarter of its CPUs: the busiest group (5.11), the local one after the move (5.15.33+)."""
+        """calculate_imbalance at a NUMA level with spare capacity, v5.6-5.17 and 5.15.33+: the task (or
+        idle-CPU) difference halved first, then 0 while the busiest group runs at most NUMA_IMBALANCE_MIN
+        tasks (5.6-5.10), or up to NUMA_IMBALANCE_MIN tolerated while a group runs fewer tasks than a
+        quarter of its CPUs: the busiest group (5.11), the local one after the move (5.15.33+)."""
         if busiest.weight == 1 or lvl.prefer_sibling:
             imb = max(0, busiest.nr - local.nr) >> 1
         else:
             imb = max(0, local.idle - busiest.idle) >> 1
+        if era == "5.10":
+            return 0 if busiest.nr <= self.o.numa_imbalance_min else imb
         running, weight = (busiest.nr, busiest.weight) if era == "5.11" else (local.nr + 1, local.weight)
         if running < weight >> 2 and imb <= self.o.numa_imbalance_min:
             return 0

@@ -36,9 +36,11 @@ _D = policy_defaults("cfs")
 
 
 def _version_text(value: object) -> object:
-    """A kernel version written as a number (``--set ...=4.4`` reads 4.4 as a float) is read as its text."""
+    """A kernel version written as a number (``--set ...=4.4`` reads 4.4 as a float) is read as its text;
+    a number loses 5.10's trailing zero, and 5.1 is no era, so 5.1 reads as 5.10."""
     if isinstance(value, float) and not isinstance(value, bool):
-        return repr(value)
+        text = repr(value)
+        return "5.10" if text == "5.1" else text
     return value
 
 
@@ -61,9 +63,11 @@ class CFSOptions(PolicyOptions):
         default=_D["node_reclaim_distance"], ge=10, le=255,
         description="NUMA levels farther than this lose fork balancing and wake_affine (default: the machine's "
                     "node_reclaim_distance, 32 on AMD Zen and 30 elsewhere, as the kernel sets it)")
-    numa_imbalance_kernel: Annotated[Literal["5.11", "5.15", "6.1"], BeforeValidator(_version_text)] = Field(
+    numa_imbalance_kernel: Annotated[Literal["5.10", "5.11", "5.15", "6.1"], BeforeValidator(_version_text)] = Field(
         default=_D["numa_imbalance_kernel"],
-        description="the NUMA imbalance the load balancer tolerates, by kernel era: 5.11 (mainline 5.11-5.17: a fork "
+        description="the NUMA imbalance the load balancer tolerates, by kernel era: 5.10 (mainline 5.6-5.10: a fork "
+                    "stays on its node while that node has an idle CPU; the periodic balancer leaves any imbalance "
+                    "while the busiest node runs at most 2 tasks); 5.11 (mainline 5.11-5.17: a fork "
                     "stays on its node while that node runs fewer tasks than a quarter of the domain's CPUs; the "
                     "periodic balancer leaves up to 2 tasks while the busiest node runs fewer than a quarter of its "
                     "CPUs); 5.15 (5.15.33 and later LTS releases: the same against a quarter of the local node's "

@@ -47,9 +47,13 @@ class TaskMoves:
     """Task placement by NUMA balancing (the mixin half of :class:`NumaBalancing`)."""
 
     def _adjust(self, imb: int, dst_running: int, dst_weight: int) -> int:
-        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it: 6.1 against imb_numa_nr, the 5.x eras
-        against a quarter of the destination node's CPUs."""
-        limit = self.imb_numa_nr if self.o.numa_imbalance_kernel == "6.1" else (dst_weight >> 2) - 1
+        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it: 6.1 against imb_numa_nr, 5.11 and 5.15
+        against a quarter of the destination node's CPUs; 5.10 tolerates any imbalance while the destination
+        would run at most NUMA_IMBALANCE_MIN tasks."""
+        era = self.o.numa_imbalance_kernel
+        if era == "5.10":
+            return 0 if dst_running <= self.o.numa_imbalance_min else imb
+        limit = self.imb_numa_nr if era == "6.1" else (dst_weight >> 2) - 1
         if dst_running > limit:
             return imb
         return 0 if imb <= self.o.numa_imbalance_min else imb
