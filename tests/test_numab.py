@@ -77,6 +77,41 @@ def test_swap_rules_by_kernel_version():
     assert old.o.numa_balancing_kernel == "3.13"
 
 
+def test_a_move_to_an_idle_cpu_by_kernel_version():
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFSOptions
+    from numasim.policies.numab import NumaBalancing
+
+    m = machine_preset("pacific-broadwell")  # 2 x 22 cores, HT off here: task capacity 22 a node
+
+    def rule(kernel: str, pct: int = 125) -> NumaBalancing:
+        opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel)
+        return NumaBalancing(m, opts, np.random.default_rng(1), 2, pct)
+
+    old, mid = rule("3.13"), rule("4.4")
+    assert mid.pct == 112 and mid.task_capacity == [22, 22]
+    # "Is there capacity at our destination?": a source within its capacity never moves a task onto a full node.
+    assert not mid._may_move_old(0, 1, 22, 22, 22, 22)
+    # Overloaded source, full destination: the loads after the move, 23 against 21, are within 12 %.
+    assert mid._may_move_old(0, 1, 24, 22, 22, 22)
+    # Outside 12 % (20 against 24), but no worse than before (18 against 26): v3.15-v4.18 move, v3.13 does not.
+    assert mid._may_move_old(0, 1, 25, 19, 22, 22) and not old._may_move_old(0, 1, 25, 19, 22, 22)
+    # Further apart than before: neither.
+    assert not mid._may_move_old(0, 1, 10, 14, 22, 22) and not old._may_move_old(0, 1, 10, 14, 22, 22)
+    # A spare destination within 12 % after the move: 10 against 11 moves under both (6.1 would hold it back:
+    # imb_numa_nr 2 < 11 tasks on the destination).
+    assert mid._may_move_old(0, 1, 11, 10, 22, 22) and old._may_move_old(0, 1, 11, 10, 22, 22)
+    # numa_has_capacity (v4.2-v4.18): a node is searched only if it is not busier than the source beyond 12 %.
+    nr = np.zeros(m.n_cpus, dtype=int)
+    nr[m.node_cpus[0][:20]] = 1
+    nr[m.node_cpus[1][:22]] = 1
+    assert not mid._has_capacity(0, 1, nr)  # the source has free capacity, the destination none
+    nr[m.node_cpus[0][:2]] = 3  # 24 tasks on node 0
+    assert mid._has_capacity(0, 1, nr)
+    nr[m.node_cpus[1][:4]] = 3  # 30 on node 1: beyond 24 x 1.12
+    assert not mid._has_capacity(0, 1, nr)
+
+
 def test_the_load_balancer_resists_moves_off_the_preferred_node_after_3_13_only():
     from numasim.model.presets import machine_preset
     from numasim.policies.cfs import CFSOptions

@@ -97,7 +97,10 @@ class NumaBalancing(TaskMoves):
         self.o = opts
         self.rng = rng
         self.imb_numa_nr = imb_numa_nr
-        self.pct = 100 + (numa_pct - 100) // 2  # task_numa_migrate's imbalance_pct (108)
+        self.pct = 100 + (numa_pct - 100) // 2  # task_numa_migrate's imbalance_pct (108; 112 with 4.x's 125)
+        # update_numa_stats' task_capacity before 4.19: a node's cores (SMT siblings share one), else its CPUs.
+        self.task_capacity = [len(set(machine.cpu_core[machine.node_cpus[n]].tolist())) if n in machine.cpu_nodes
+                              else 0 for n in range(machine.n_nodes)]
         self.n = machine.n_nodes
         self.tasks: dict[int, _Task] = {}
         self.groups: dict[int, _Group] = {}  # by process: threads of one process join one group

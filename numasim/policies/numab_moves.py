@@ -75,8 +75,10 @@ class TaskMoves:
                 continue
             g = self.groups.get(self.group_of.get(tid, -1))
             tw, gw = self._weight(tid, src, False), self._weight(tid, src, True)
-            best = self._find_cpu(tid, src_cpu, pref, self._weight(tid, pref, False) - tw,
-                                  self._weight(tid, pref, True) - gw, None, sim, ctx)
+            best = None
+            if era != "4.4" or self._has_capacity(src, pref, ctx.nr):
+                best = self._find_cpu(tid, src_cpu, pref, self._weight(tid, pref, False) - tw,
+                                      self._weight(tid, pref, True) - gw, None, sim, ctx)
             active = self._active_nodes(g) if g is not None and era != "3.13" else set()  # 3.13 had none
             if best is None or len(active) > 1:
                 # "No space available on the preferred nid. Look elsewhere", and from v4.x also
@@ -87,6 +89,8 @@ class TaskMoves:
                         continue
                     timp, gimp = self._weight(tid, nid, False) - tw, self._weight(tid, nid, True) - gw
                     if timp < 0 and gimp < 0:
+                        continue
+                    if era == "4.4" and not self._has_capacity(src, nid, ctx.nr):
                         continue
                     best = self._find_cpu(tid, src_cpu, nid, timp, gimp, best, sim, ctx)
             if g is not None and era != "3.13":
@@ -117,7 +121,10 @@ class TaskMoves:
         dst_nr = int(nr[m.node_cpus[dst]].sum())
         cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
         dst_spare = dst_nr < cap_dst
-        if dst_spare:
+        modern = self.o.numa_balancing_kernel == "6.1"
+        if not modern:
+            maymove = self._may_move_old(src, dst, src_nr, dst_nr, cap_src, cap_dst)
+        elif dst_spare:
             maymove = self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1, cap_dst) == 0
         else:
             # load_too_imbalanced: the move must not make the node loads more unequal.
@@ -137,8 +144,8 @@ class TaskMoves:
             cur_grouped = cur in self.group_of
             same = cur_grouped == grouped and (not grouped or self.group_of[cur] == self.group_of[tid])
             if same:
-                if dst_spare:
-                    continue  # no swaps inside a group while the node has room
+                if dst_spare and modern:
+                    continue  # no swaps inside a group while the node has room (v5.19)
                 # The same group: the tasks' own faults decide.
                 cimp = taskimp + self._weight(cur, src, False) - self._weight(cur, dst, False)
                 if grouped:
@@ -156,6 +163,40 @@ class TaskMoves:
                 continue
             best = (cimp, c, cur)
         return best
+
+    def _may_move_old(self, src: int, dst: int, src_nr: int, dst_nr: int, cap_src: int, cap_dst: int) -> bool:
+        """task_numa_compare's test for a move to an idle CPU before v4.19 (no spare-capacity shortcut,
+        which came with v5.7): not when the source node runs within its task capacity (v3.13: below
+        it) and the destination has no free capacity ("Is there capacity at our destination?"); then the node
+        loads after the move within ``imbalance_pct`` of each other, or, from v3.15, no further
+        apart than before (``load_too_imbalanced``). Loads are task counts."""
+        tcap = self.task_capacity
+        within = src_nr < tcap[src] if self.o.numa_balancing_kernel == "3.13" else src_nr <= tcap[src]
+        if within and dst_nr >= tcap[dst]:
+            return False
+        return not self._too_imbalanced(src_nr - 1, dst_nr + 1, src_nr, dst_nr, cap_src, cap_dst)
+
+    def _too_imbalanced(self, src: int, dst: int, osrc: int, odst: int, cap_src: int, cap_dst: int) -> bool:
+        """``load_too_imbalanced`` of v3.15-v4.18 (v3.13: the threshold alone), loads as task counts."""
+        if dst < src:
+            src, dst = dst, src
+        imb = dst * cap_src * 100 - src * cap_dst * self.pct
+        if imb <= 0:
+            return False
+        if self.o.numa_balancing_kernel == "3.13":
+            return True
+        if odst < osrc:
+            osrc, odst = odst, osrc
+        return imb > odst * cap_src * 100 - osrc * cap_dst * self.pct
+
+    def _has_capacity(self, src: int, dst: int, nr: np.ndarray) -> bool:
+        """``numa_has_capacity`` (v4.2-v4.18): a node is searched only if the source is not free while it is
+        full, and the source's load exceeds the destination's within ``imbalance_pct``."""
+        m, tcap = self.m, self.task_capacity
+        s, d = int(nr[m.node_cpus[src]].sum()), int(nr[m.node_cpus[dst]].sum())
+        if s < tcap[src] and d >= tcap[dst]:
+            return False
+        return s * len(m.node_cpus[dst]) * self.pct > d * len(m.node_cpus[src]) * 100
 
     def _swap_ok(self, imp: float, best: float | None) -> bool:
         """task_numa_compare's swap test, by kernel: is a swap of improvement ``imp`` taken over ``best``?
