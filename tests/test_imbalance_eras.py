@@ -148,3 +148,36 @@ def test_a_number_5_10_reads_as_the_5_10_era():
     # YAML and --set read 5.10 as the float 5.1, which is no era.
     assert CFSOptions(numa_imbalance_kernel=5.10).numa_imbalance_kernel == "5.10"
     assert CFSOptions(numa_imbalance_kernel=5.11).numa_imbalance_kernel == "5.11"
+
+
+def _era_runs(machine: dict, numab: bool, threads: int = 4, profile: str = "java") -> dict[str, tuple[float, float]]:
+    from numasim import from_dict, run
+
+    from .conftest import small_scenario
+
+    eras = ["5.10", "5.11", "5.15", "6.1"]
+    data = small_scenario(
+        machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "16GiB", **machine},
+        workloads={"java": {"base": "java-transactions", "touch_gbps": 8.0}, "stencil": {"base": "hpc-stencil"}},
+        pods=[{"name": "app", "replicas": 1, "threads": threads, "memory": "2GiB", "profile": profile}],
+        policies=[{"label": e, "policy": "cfs", "options": {"numa_imbalance_kernel": e, "numa_balancing": numab}}
+                  for e in eras])
+    res = run(from_dict(data), workers=1)
+    return {e: (res.run(e).throughput, res.run(e).locality) for e in eras}
+
+
+@pytest.mark.parametrize("numab", [False, True])
+def test_one_node_every_era_gives_the_same_run(numab):
+    # The eras differ only at NUMA levels: a one-socket, one-node machine has none.
+    runs = _era_runs({"sockets": 1, "slit": None}, numab)
+    assert len(set(runs.values())) == 1, runs
+    assert next(iter(runs.values()))[1] == 1.0
+
+
+def test_two_nodes_the_eras_place_a_forking_process_differently():
+    # A stencil whose main thread touches the whole grid forks a second worker on 2 x 4 cores: 5.10 keeps it
+    # on the parent's node (an idle CPU there) and leaves the pair (the busiest node runs 2); 6.1 keeps one
+    # task local (imb_numa_nr of a 4-CPU node) and sends the second to the idler node, away from the grid.
+    runs = _era_runs({}, False, threads=2, profile="stencil")
+    assert runs["5.10"][1] == 1.0, runs
+    assert runs["6.1"][1] < 0.75, runs
