@@ -82,20 +82,25 @@ def test_5_10_forks_fill_the_local_node_while_it_has_an_idle_cpu():
     assert _per(_fork(ZEN3, "5.10", 64), ZEN3.cpu_node) == [64, 0]  # 5.11 would have sent the 65th of 256/4 away
 
 
-@pytest.mark.parametrize("era, moved", [("5.10", 2), ("5.11", 0), ("5.15", 0), ("6.1", 2)])
-def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
-    # Four tasks on node 0, none on node 1: 5.x halves the difference (2) and tolerates it while node 0
-    # (5.11), or node 1 after the move (5.15), runs fewer than a quarter of its CPUs; 6.1 compares 1 task
-    # (after the move) with imb_numa_nr before halving.
+def _periodic_moves(era: str, busy: int) -> int:
+    """Tasks the periodic balancer moves between the two nodes of a 2 x 28-core Skylake-SP (SMT) when one
+    node runs ``busy`` tasks and the other none."""
     m = _machine("skylake-8180")
     cfs = CFS(CFSOptions(numa_imbalance_kernel=era), m, np.random.default_rng(0))
     lvl = next(lv for lv in cfs.levels if lv.numa)
     half = m.n_cpus // 2
     memo = StatsMemo(lvl.pct)
-    busiest = memo[(half, half // 2, 4, 4, half - 4)]
+    busiest = memo[(half, half // 2, busy, busy, half - busy)]
     local = memo[(half, half // 2, 0, 0, half)]
-    kind, imb = cfs._imbalance(lvl, False, local, busiest, 0.0)
-    assert imb == moved
+    return cfs._imbalance(lvl, False, local, busiest, 0.0)[1]
+
+
+@pytest.mark.parametrize("era, moved", [("5.10", 2), ("5.11", 0), ("5.15", 0), ("6.1", 2)])
+def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
+    # Four tasks on node 0, none on node 1: 5.x halves the difference (2) and tolerates it while node 0
+    # (5.11), or node 1 after the move (5.15), runs fewer than a quarter of its CPUs; 6.1 compares 1 task
+    # (after the move) with imb_numa_nr before halving.
+    assert _periodic_moves(era, 4) == moved
 
 
 @pytest.mark.parametrize("era, moved", [("5.10", 1), ("5.11", 0), ("6.1", 1)])
@@ -103,15 +108,8 @@ def test_5_10_tolerates_an_imbalance_only_while_the_busiest_node_runs_two_tasks(
     # Three tasks against none: 5.10 halves (1) and keeps it, the busiest group running more than 2;
     # 5.11 tolerates it (3 < 56 / 4); 6.1 tolerates an idle-CPU difference of at most 2, so 3 is halved to 1.
     # Two against none: every era leaves them.
-    m = _machine("skylake-8180")
-    cfs = CFS(CFSOptions(numa_imbalance_kernel=era), m, np.random.default_rng(0))
-    lvl = next(lv for lv in cfs.levels if lv.numa)
-    half = m.n_cpus // 2
-    memo = StatsMemo(lvl.pct)
-    for busy, expect in ((3, moved), (2, 0)):
-        busiest = memo[(half, half // 2, busy, busy, half - busy)]
-        local = memo[(half, half // 2, 0, 0, half)]
-        assert cfs._imbalance(lvl, False, local, busiest, 0.0)[1] == expect, (era, busy)
+    assert _periodic_moves(era, 3) == moved
+    assert _periodic_moves(era, 2) == 0
 
 
 def test_zen_reclaim_distance_keeps_fork_balancing_across_a_slit_of_32():
