@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from .api import Decision, Move
 from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
+from .imbalance import adjust_numa_imbalance, fork_stays_local, periodic_numa_imbalance
 
 if TYPE_CHECKING:
     from .api import View
@@ -156,13 +157,6 @@ class LoadBalancer:
             self._stats_cache[(li, si)] = (nr, self._moves_done, out)
         return out
 
-    def _adjust_numa(self, imb: int, dst_running: int, imb_numa_nr: int) -> int:
-        if dst_running > imb_numa_nr:
-            return imb
-        if imb <= self.o.numa_imbalance_min:
-            return 0
-        return imb
-
     def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed) -> tuple[int, ...] | None:
         lvl = self.levels[li]
         groups = self._domains[li][si].groups
@@ -201,23 +195,14 @@ class LoadBalancer:
             return idlest_g
         era = self.o.numa_imbalance_kernel
         if lvl.numa and era != "6.1":
-            # Stay on the local node, whatever the imbalance, while it has an idle CPU (5.5-5.10), runs fewer
-            # tasks than a quarter of the domain's CPUs (5.11-5.17, 23e6082a522e), or would with the new task
-            # run fewer than a quarter of its own CPUs (5.15.33+, 2cfb7a1b031b backported).
-            if era == "5.10":
-                stay = local.idle > 0  # 5.5-5.10 (57abff067a08): any idle CPU keeps the task local
-            elif era == "5.11":
-                stay = local.nr < len(self._domains[li][si].cpus) >> 2
-            else:
-                stay = local.nr + 1 < local.weight >> 2
-            if stay:
+            if fork_stays_local(era, local, len(self._domains[li][si].cpus)):
                 return None
         elif lvl.numa:
             imb_nr = lvl.imb_numa_nr
             if allowed is not None:
                 imb_nr = min(sum(1 for c in groups[local_i][0] if c in allowed), imb_nr)
             imb = abs(local.idle - best.idle)
-            if self._adjust_numa(imb, local.nr + 1, imb_nr) == 0:
+            if adjust_numa_imbalance("6.1", imb, local.nr + 1, local.weight, imb_nr, self.o.numa_imbalance_min) == 0:
                 return None
         if local.idle >= best.idle:
             return None
@@ -399,35 +384,21 @@ class LoadBalancer:
                 return MIGRATE_UTIL, imb
             era = self.o.numa_imbalance_kernel
             if lvl.numa and era != "6.1":
-                return MIGRATE_TASK, self._imbalance_5x(era, lvl, local, busiest)
+                return MIGRATE_TASK, periodic_numa_imbalance(era, lvl.prefer_sibling, local, busiest,
+                                                             self.o.numa_imbalance_min)
             if busiest.weight == 1 or lvl.prefer_sibling:
                 imb = self._sibling_imb(busy, local, busiest)
             else:
                 imb = max(0, local.idle - busiest.idle)
             if lvl.numa:
-                imb = self._adjust_numa(imb, local.nr + 1, lvl.imb_numa_nr)
+                imb = adjust_numa_imbalance("6.1", imb, local.nr + 1, local.weight, lvl.imb_numa_nr,
+                                            self.o.numa_imbalance_min)
             return MIGRATE_TASK, imb >> 1
         if local.kind < OVERLOADED:
             if local.avg_load >= busiest.avg_load or local.avg_load >= sds_avg:
                 return MIGRATE_LOAD, 0
         imb = min((busiest.avg_load - sds_avg) * busiest.capacity, (sds_avg - local.avg_load) * local.capacity) / SCALE
         return MIGRATE_LOAD, imb
-
-    def _imbalance_5x(self, era: str, lvl: Level, local: Stats, busiest: Stats) -> int:
-        """calculate_imbalance at a NUMA level with spare capacity, v5.6-5.17 and 5.15.33+: the task (or
-        idle-CPU) difference halved first, then 0 while the busiest group runs at most NUMA_IMBALANCE_MIN
-        tasks (5.6-5.10), or up to NUMA_IMBALANCE_MIN tolerated while a group runs fewer tasks than a
-        quarter of its CPUs: the busiest group (5.11), the local one after the move (5.15.33+)."""
-        if busiest.weight == 1 or lvl.prefer_sibling:
-            imb = max(0, busiest.nr - local.nr) >> 1
-        else:
-            imb = max(0, local.idle - busiest.idle) >> 1
-        if era == "5.10":
-            return 0 if busiest.nr <= self.o.numa_imbalance_min else imb
-        running, weight = (busiest.nr, busiest.weight) if era == "5.11" else (local.nr + 1, local.weight)
-        if running < weight >> 2 and imb <= self.o.numa_imbalance_min:
-            return 0
-        return imb
 
     def _busiest_queue(self, group: tuple[int, ...], kind, imbalance, nr: list[int], excluded: set[int]) -> int | None:
         best = None

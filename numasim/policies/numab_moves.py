@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .api import Decision, Move
+from .imbalance import adjust_numa_imbalance
 
 if TYPE_CHECKING:
     from .api import View
@@ -47,16 +48,9 @@ class TaskMoves:
     """Task placement by NUMA balancing (the mixin half of :class:`NumaBalancing`)."""
 
     def _adjust(self, imb: int, dst_running: int, dst_weight: int) -> int:
-        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it: 6.1 against imb_numa_nr, 5.11 and 5.15
-        against a quarter of the destination node's CPUs; 5.10 tolerates any imbalance while the destination
-        would run at most NUMA_IMBALANCE_MIN tasks."""
-        era = self.o.numa_imbalance_kernel
-        if era == "5.10":
-            return 0 if dst_running <= self.o.numa_imbalance_min else imb
-        limit = self.imb_numa_nr if era == "6.1" else (dst_weight >> 2) - 1
-        if dst_running > limit:
-            return imb
-        return 0 if imb <= self.o.numa_imbalance_min else imb
+        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it, by the load balancer's era."""
+        return adjust_numa_imbalance(self.o.numa_imbalance_kernel, imb, dst_running, dst_weight, self.imb_numa_nr,
+                                     self.o.numa_imbalance_min)
 
     def _migrate_tasks(self, sim: "View") -> list[Decision]:
         """numa_migrate_preferred / task_numa_migrate for tasks off their preferred node."""
