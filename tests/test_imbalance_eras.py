@@ -179,3 +179,109 @@ def test_two_nodes_the_eras_place_a_forking_process_differently():
     runs = _era_runs({}, False, threads=2, profile="stencil")
     assert runs["5.10"][1] == 1.0, runs
     assert runs["6.1"][1] < 0.75, runs
+
+
+# ---------------------------------------------------------------- before the v5.5 rework
+# fair.c up to v4.10 (find_idlest_group: the least loaded group unless 100 * this_load < (100 +
+# (imbalance_pct - 100) / 2) * min_load) and v4.17-v5.4 (runnable loads, "consider staying local"
+# across SD_NUMA by imbalance_pct - 100 per cent of one task); find_busiest_group and
+# calculate_imbalance / fix_small_imbalance as in v4.19. Those kernels had imbalance_pct 125 at NUMA levels.
+
+def _old(machine: Machine, era: str) -> CFS:
+    return CFS(CFSOptions(numa_imbalance_kernel=era, imbalance_pct_numa=125, busy_factor=32), machine,
+               np.random.default_rng(0))
+
+
+def _fork_old(machine: Machine, era: str, n: int) -> np.ndarray:
+    cfs = _old(machine, era)
+    nr = np.zeros(machine.n_cpus, dtype=int)
+    for _ in range(n):
+        nr[cfs.find_dst_cpu(0, nr, None)] += 1
+    return nr
+
+
+def test_3_10_forks_alternate_between_the_nodes():
+    m = _machine("skylake-8180")  # 56 CPUs per node
+    # A fork goes to the idler node unless its own is under 112 % of that node's load (imbalance_pct 125):
+    # few tasks alternate; with more, the local node keeps up to 12 % more (29 against 27 is under 112 %:
+    # the 57th fork stays local).
+    for n in (1, 2, 7, 16):
+        per = _per(_fork_old(m, "3.10", n), m.cpu_node)
+        assert abs(per[0] - per[1]) <= 1, (n, per)
+    assert _per(_fork_old(m, "3.10", 57), m.cpu_node) == [30, 27]
+
+
+def test_5_4_forks_stay_local_up_to_a_quarter_task_per_cpu():
+    m = _machine("skylake-8180")  # 56 CPUs per node: 1024 * 14 / 56 = 256 = 1024 * (125 - 100) / 100
+    # The 15th fork still finds its node's load per CPU within 256 of the empty node's; the 16th does not.
+    assert _per(_fork_old(m, "5.4", 15), m.cpu_node) == [15, 0]
+    assert _per(_fork_old(m, "5.4", 16), m.cpu_node) == [15, 1]
+    assert _fork_old(m, "5.4", 15).max() == 1  # an idle CPU each within the node
+
+
+def _stats(memo: StatsMemo, cpus: int, cores: int, tasks: int):
+    busy = min(tasks, cpus)
+    return memo[(cpus, cores, tasks, busy, cpus - busy)]
+
+
+def test_old_balancer_evens_out_four_tasks_from_an_idle_cpu():
+    from numasim.policies.balance_v4 import CPU_IDLE, find_busiest_group
+
+    memo = StatsMemo(125)
+    local, busiest = _stats(memo, 56, 28, 0), _stats(memo, 56, 28, 4)
+    # sds avg_load 4 * 1024 / 112 = 36; the busiest 73: the load to move is 36 x 56 = 2016, two tasks
+    # (a task moves while half its load fits what is left).
+    assert find_busiest_group([local, busiest], 0, 125, CPU_IDLE, False, False) == (1, 2016)
+
+
+@pytest.mark.parametrize("busy, expected", [(2, (1, 1024)), (1, None)])
+def test_old_balancer_splits_a_pair_that_5_10_tolerates(busy, expected):
+    # Two tasks against none, from an idle CPU: 56 idle CPUs against 54 is more than one apart, so the
+    # old balancer moves one (fix_small_imbalance: one task's load); 5.6-5.10 leave the pair. One task
+    # against none is balanced (56 <= 55 + 1).
+    from numasim.policies.balance_v4 import CPU_IDLE, find_busiest_group
+
+    memo = StatsMemo(125)
+    stats = [_stats(memo, 56, 28, 0), _stats(memo, 56, 28, busy)]
+    assert find_busiest_group(stats, 0, 125, CPU_IDLE, False, False) == expected
+    assert _periodic_moves("5.10", 2) == 0
+
+
+def test_old_balancer_overloaded_nodes_meet_at_the_average():
+    # Pacific's shape: 48 and 32 tasks on two 22-CPU nodes, from a busy CPU. 100 x 2234 > 125 x 1489, so
+    # not balanced; the load to move is (1861 - 1489) x 22 = 8184: eight tasks, 40 and 40.
+    from numasim.policies.balance_v4 import CPU_NOT_IDLE, find_busiest_group
+
+    memo = StatsMemo(125)
+    stats = [_stats(memo, 22, 22, 32), _stats(memo, 22, 22, 48)]
+    assert find_busiest_group(stats, 0, 125, CPU_NOT_IDLE, False, True) == (1, 8184)
+    # 40 against 44 tasks: 100 x 2048 <= 125 x 1861, within imbalance_pct: balanced.
+    stats = [_stats(memo, 22, 22, 40), _stats(memo, 22, 22, 44)]
+    assert find_busiest_group(stats, 0, 125, CPU_NOT_IDLE, False, True) is None
+
+
+def test_old_eras_read_as_numbers_and_tolerate_no_numa_imbalance():
+    assert CFSOptions(numa_imbalance_kernel=3.10).numa_imbalance_kernel == "3.10"
+    assert CFSOptions(numa_imbalance_kernel=5.4).numa_imbalance_kernel == "5.4"
+    m = _machine("skylake-8180")
+    for era in ("3.10", "5.4"):
+        cfs = CFS(CFSOptions(numa_imbalance_kernel=era, numa_balancing=True), m, np.random.default_rng(0))
+        assert cfs.numab is not None
+        assert cfs.numab._adjust(1, 1, m.n_cpus // 2) == 1  # any imbalance counts
+
+
+def test_old_eras_on_one_node_keep_all_memory_local():
+    for era in ("3.10", "5.4"):
+        from numasim import from_dict, run
+
+        from .conftest import small_scenario
+
+        data = small_scenario(
+            machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "16GiB", "sockets": 1,
+                     "slit": None},
+            workloads={"java": {"base": "java-transactions", "touch_gbps": 8.0}},
+            pods=[{"name": "app", "replicas": 2, "threads": 4, "memory": "2GiB", "profile": "java"}],
+            policies=[{"label": era, "policy": "cfs", "options": {"numa_imbalance_kernel": era, "numa_balancing": True}}])
+        res = run(from_dict(data), workers=1)
+        assert res.run(era).locality == 1.0
+        assert res.run(era).throughput > 0

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .api import Decision, Move
+from . import balance_v4
 from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
 from .imbalance import adjust_numa_imbalance, fork_stays_local, periodic_numa_imbalance
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["LoadBalancer"]
 
 MIGRATE_LOAD, MIGRATE_UTIL, MIGRATE_TASK = "load", "util", "task"
+MIGRATE_LOAD_V4 = "load-v4"  # before v5.5: a task moves if half its load fits the imbalance
 
 
 @dataclass
@@ -99,8 +101,8 @@ class LoadBalancer:
                 break
         return [Move(t, c) for t, c in p.moves.items()]
 
-    def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None) -> int:
-        """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain."""
+    def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None, fork: bool = True) -> int:
+        """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain (a fork's, or an exec's)."""
         nr = nr.tolist()
         top = -1
         for li, lvl in enumerate(self.levels):
@@ -111,7 +113,7 @@ class LoadBalancer:
         while li >= 0:
             lvl = self.levels[li]
             si = int(lvl.span_of[cpu])
-            group = self._find_dst_group(li, si, cpu, nr, allowed)
+            group = self._find_dst_group(li, si, cpu, nr, allowed, fork)
             if group is None:
                 li -= 1
                 continue
@@ -157,10 +159,25 @@ class LoadBalancer:
             self._stats_cache[(li, si)] = (nr, self._moves_done, out)
         return out
 
-    def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed) -> tuple[int, ...] | None:
+    def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed, fork: bool = True) -> tuple[int, ...] | None:
         lvl = self.levels[li]
         groups = self._domains[li][si].groups
         local_i = lvl.group_of[si].get(cpu)
+        era = self.o.numa_imbalance_kernel
+        if era in ("3.10", "5.4"):
+            mine = None
+            others: list[Stats] = []
+            cands: list[tuple[int, ...]] = []
+            for gi, group in enumerate(groups):
+                if allowed is not None and allowed.isdisjoint(group[0]):
+                    continue
+                if gi == local_i:
+                    mine = self._stats(li, group, nr)
+                else:
+                    others.append(self._stats(li, group, nr))
+                    cands.append(group[0])
+            pick = balance_v4.find_idlest_group(era, mine, others, lvl.pct, lvl.numa, fork)
+            return None if pick is None else cands[pick]
         local = idlest = None
         idlest_g = None
         for gi, group in enumerate(groups):
@@ -318,6 +335,13 @@ class LoadBalancer:
         lvl = self.levels[e.level]
         groups = self._domains[e.level][e.span].groups
         stats = self._all_stats(e.level, e.span, p.nr, masked)
+        if self.o.numa_imbalance_kernel in ("3.10", "5.4"):
+            idle = balance_v4.CPU_NEWLY_IDLE if newidle else (balance_v4.CPU_NOT_IDLE if busy else balance_v4.CPU_IDLE)
+            found = balance_v4.find_busiest_group(stats, e.group, lvl.pct, idle, lvl.prefer_sibling, p.nr[dst] > 0)
+            if found is None:
+                return False, 0, []
+            bi, imbalance = found
+            return self._pull(e, dst, groups, bi, MIGRATE_LOAD_V4, imbalance, p, masked, newidle)
         local = stats[e.group]
         # the groups' load summed over their capacities summed, as integers until the division
         sds_avg = sum(s.nr for s in stats) * SCALE * SCALE / (self._domains[e.level][e.span].weight * SCALE)
@@ -351,10 +375,17 @@ class LoadBalancer:
         kind, imbalance = self._imbalance(lvl, busy, local, busiest, sds_avg)
         if imbalance <= 0:
             return False, 0, []
+        return self._pull(e, dst, groups, bi, kind, imbalance, p, masked, newidle)
+
+    def _pull(self, e: _Entity, dst: int, groups, bi: int, kind: str, imbalance: float, p: Pass, masked: set[int],
+              newidle: bool) -> tuple[bool, int, list[int]]:
+        """``detach_tasks`` from the busiest group ``bi``, then active balancing once balancing keeps failing
+        (v5.5 on: when the imbalance is counted in tasks; before: whatever it is counted in)."""
+        lvl = self.levels[e.level]
         moved, pinned = self._detach(e, dst, groups[e.group][0], groups[bi][0], kind, imbalance, p, masked, newidle)
         if moved or newidle:
             return True, moved, pinned
-        if kind == MIGRATE_TASK and e.failed + 1 > lvl.nice_tries + 2:
+        if kind in (MIGRATE_TASK, MIGRATE_LOAD_V4) and e.failed + 1 > lvl.nice_tries + 2:
             # active balance: push the running task of the busiest queue to dst
             src = self._busiest_queue(groups[bi][0], kind, imbalance, p.nr, excluded=masked)
             if src is not None:
@@ -405,7 +436,7 @@ class LoadBalancer:
         for c in group:
             if c in excluded or nr[c] == 0:
                 continue
-            if kind == MIGRATE_LOAD and nr[c] == 1 and SCALE > imbalance:
+            if kind in (MIGRATE_LOAD, MIGRATE_LOAD_V4) and nr[c] == 1 and SCALE > imbalance:
                 continue
             if kind == MIGRATE_UTIL and nr[c] <= 1:
                 continue
@@ -453,6 +484,10 @@ class LoadBalancer:
                     continue  # migrate_degrades_locality: cache-hot until balancing keeps failing
                 if kind == MIGRATE_LOAD:
                     if (SCALE >> min(e.failed, 31)) > imbalance:
+                        continue
+                    imbalance -= SCALE
+                elif kind == MIGRATE_LOAD_V4:
+                    if SCALE // 2 > imbalance:
                         continue
                     imbalance -= SCALE
                 elif kind == MIGRATE_UTIL:

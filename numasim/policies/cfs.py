@@ -37,10 +37,10 @@ _D = policy_defaults("cfs")
 
 def _version_text(value: object) -> object:
     """A kernel version written as a number (``--set ...=4.4`` reads 4.4 as a float) is read as its text;
-    a number loses 5.10's trailing zero, and 5.1 is no era, so 5.1 reads as 5.10."""
+    a number loses the trailing zero of 5.10 and 3.10, and 5.1 and 3.1 are no eras, so they read as 5.10 and 3.10."""
     if isinstance(value, float) and not isinstance(value, bool):
         text = repr(value)
-        return "5.10" if text == "5.1" else text
+        return {"5.1": "5.10", "3.1": "3.10"}.get(text, text)
     return value
 
 
@@ -63,9 +63,15 @@ class CFSOptions(PolicyOptions):
         default=_D["node_reclaim_distance"], ge=10, le=255,
         description="NUMA levels farther than this lose fork balancing and wake_affine (default: the machine's "
                     "node_reclaim_distance, 32 on AMD Zen and 30 elsewhere, as the kernel sets it)")
-    numa_imbalance_kernel: Annotated[Literal["5.10", "5.11", "5.15", "6.1"], BeforeValidator(_version_text)] = Field(
+    numa_imbalance_kernel: Annotated[Literal["3.10", "5.4", "5.10", "5.11", "5.15", "6.1"], BeforeValidator(_version_text)] = Field(
         default=_D["numa_imbalance_kernel"],
-        description="the NUMA imbalance the load balancer tolerates, by kernel era: 5.10 (mainline 5.6-5.10: a fork "
+        description="the NUMA imbalance the load balancer tolerates, by kernel era: 3.10 (mainline 3.x-4.10, the "
+                    "load balancer before its 5.5 rework: nodes balanced on "
+                    "their average load per CPU within imbalance_pct, no NUMA allowance; a fork goes to the least "
+                    "loaded node unless its own node's load per CPU is under 100 + (imbalance_pct - 100) / 2 per cent "
+                    "of that node's); 5.4 (mainline 4.17-5.4, the same balancer; a fork stays on its node unless the "
+                    "other's load per CPU is lower by more than imbalance_pct - 100 per cent of one task) (both eras "
+                    "had imbalance_pct_numa 125 and busy_factor 32: set them too); 5.10 (mainline 5.6-5.10: a fork "
                     "stays on its node while that node has an idle CPU; the periodic balancer leaves any imbalance "
                     "while the busiest node runs at most 2 tasks); 5.11 (mainline 5.11-5.17: a fork "
                     "stays on its node while that node runs fewer tasks than a quarter of the domain's CPUs; the "
@@ -164,15 +170,17 @@ class CFS(LoadBalancer, Policy):
         nr = np.array(sim.nr_running)
         allowed = sim.affinity(tid)
         pod = sim.pods[int(sim.thread_pod[tid])]
+        fork = True
         if cpu_of[tid] >= 0:
             start = int(cpu_of[tid])  # displaced by an affinity change
         elif tid == pod.tids[0] or cpu_of[pod.tids[0]] < 0:
             # exec of the pod's first process from the container runtime's CPU
             start = int(self.rng.integers(self.machine.n_cpus))
+            fork = False
         else:
             start = int(cpu_of[pod.tids[0]])  # fork from the main thread
         self._started = True
-        return self.find_dst_cpu(start, nr, allowed)
+        return self.find_dst_cpu(start, nr, allowed, fork)
 
     def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
         """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling."""

@@ -2,6 +2,9 @@
 the load balancer (:mod:`numasim.policies.balance`) and NUMA balancing (:mod:`numasim.policies.numab_moves`)
 share. docs/model.md, "The NUMA imbalance by kernel era", gives the commits each rule was read from.
 
+* ``3.10`` and ``5.4`` (mainline v3.x-v4.10 and v4.17-v5.4): no NUMA allowance; the load balancer of that era is
+  :mod:`numasim.policies.balance_v4`, and NUMA balancing's move to an idle CPU is taken only
+  if the destination node would not run more tasks than the source.
 * ``5.10`` (mainline v5.6-v5.10): a fork stays local while the node has an idle CPU (57abff067a08); an
   imbalance is left while the busiest node runs at most ``NUMA_IMBALANCE_MIN`` tasks (b396f52326de), and
   NUMA balancing's move to an idle CPU while the destination would (fb86f5b21192, the destination's count).
@@ -22,6 +25,8 @@ def adjust_numa_imbalance(era: str, imb: int, dst_running: int, dst_weight: int,
                           imb_min: int) -> int:
     """``adjust_numa_imbalance``: the imbalance left to act on (0: tolerated) when the destination would
     run ``dst_running`` tasks on ``dst_weight`` CPUs."""
+    if era in ("3.10", "5.4"):
+        return imb  # no allowance before v5.6
     if era == "5.10":
         return 0 if dst_running <= imb_min else imb
     limit = imb_numa_nr if era == "6.1" else (dst_weight >> 2) - 1
