@@ -112,6 +112,39 @@ def test_a_move_to_an_idle_cpu_by_kernel_version():
     assert not mid._has_capacity(0, 1, nr)
 
 
+def test_v4_19_to_v5_6_move_only_what_keeps_the_node_loads_as_even():
+    # task_numa_find_cpu of v4.19-v5.6: maymove = !load_too_imbalanced(src - 1, dst + 1) for every move;
+    # v5.7 (fb86f5b21192) let a destination with spare capacity take the load balancer's NUMA allowance.
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFSOptions
+    from numasim.policies.numab import NumaBalancing
+
+    m = machine_preset("pacific-broadwell")  # 22 CPUs a node
+
+    def rule(kernel: str, lb: str = "6.1") -> NumaBalancing:
+        opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel, numa_imbalance_kernel=lb)
+        return NumaBalancing(m, opts, np.random.default_rng(1), 2, 117)
+
+    v56, v61 = rule("5.6"), rule("6.1")
+    # 3 tasks against 1: 2 against 2 after the move, more even: both move.
+    assert v56._move_allowed(0, 1, 3, 1, 22, 22) and v61._move_allowed(0, 1, 3, 1, 22, 22)
+    # 2 against 1: 1 against 2 after, as uneven as before: load_too_imbalanced allows it ("no worse").
+    assert v56._move_allowed(0, 1, 2, 1, 22, 22)
+    # 1 against 2: 0 against 3, worse. 5.6 holds the task back; 6.1 lets a spare destination take an
+    # imbalance of at most NUMA_IMBALANCE_MIN (2) while it runs at most imb_numa_nr (2): 3 is more, held back too.
+    assert not v56._move_allowed(0, 1, 1, 2, 22, 22) and not v61._move_allowed(0, 1, 1, 2, 22, 22)
+    # 1 against 0: 0 against 1, as uneven: 5.6 moves; 6.1 moves too (1 task, within the allowance).
+    assert v56._move_allowed(0, 1, 1, 0, 22, 22) and v61._move_allowed(0, 1, 1, 0, 22, 22)
+    # 2 against 3: 1 against 4, worse: 5.6 refuses; so does 6.1 under the 5.10 balancer (any imbalance while
+    # the destination would run at most 2 tasks: 4 > 2). 1 against 1: 0 against 2, worse for 5.6, but within
+    # 5.10's allowance.
+    assert not v56._move_allowed(0, 1, 2, 3, 22, 22)
+    assert not rule("6.1", "5.10")._move_allowed(0, 1, 2, 3, 22, 22)
+    assert rule("6.1", "5.10")._move_allowed(0, 1, 1, 1, 22, 22) and v56._move_allowed(0, 1, 1, 1, 22, 22) is False
+    # A full destination: every era from 4.19 uses load_too_imbalanced.
+    assert v56._move_allowed(0, 1, 30, 22, 22, 22) == v61._move_allowed(0, 1, 30, 22, 22, 22) is True
+
+
 def test_the_load_balancer_resists_moves_off_the_preferred_node_after_3_13_only():
     from numasim.model.presets import machine_preset
     from numasim.policies.cfs import CFSOptions

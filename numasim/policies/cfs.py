@@ -105,11 +105,14 @@ class CFSOptions(PolicyOptions):
                                    description="tiering: reclaim demotes the coldest pages of a full node to its slower tier")
     watermark_scale_factor: int = Field(default=_D["watermark_scale_factor"], ge=1, le=3000,
                                         description="vm.watermark_scale_factor: gap between a node's watermarks, per 10,000 of its memory")
-    numa_balancing_kernel: Annotated[Literal["3.13", "4.4", "6.1"], BeforeValidator(_version_text)] = Field(
+    numa_balancing_kernel: Annotated[Literal["3.13", "4.4", "5.6", "6.1"], BeforeValidator(_version_text)] = Field(
         default=_D["numa_balancing_kernel"],
         description="NUMA balancing's rules of this kernel era: 3.13 (preferred node by task + group weight, swaps on "
                     "any gain of zero or more); 4.4 (3.15-4.18, pseudo-interleaving: active-node mask, memory spread over "
-                    "the active nodes, swaps on any positive gain); 6.1 (4.19 on, swaps need SMALLIMP) (docs/model.md)")
+                    "the active nodes, swaps on any positive gain); 5.6 (4.19-5.6: swaps need SMALLIMP; a move to an idle "
+                    "CPU only if the node loads end no further apart, load_too_imbalanced); 6.1 (5.7 on: a move to a node "
+                    "with spare capacity takes the load balancer's NUMA imbalance test of numa_imbalance_kernel; from "
+                    "5.19 no swap within a group while the destination has room) (docs/model.md)")
 
 
 class CFS(LoadBalancer, Policy):

@@ -116,13 +116,7 @@ class TaskMoves:
         cap_src, cap_dst = len(m.node_cpus[src]), len(m.node_cpus[dst])
         dst_spare = dst_nr < cap_dst
         modern = self.o.numa_balancing_kernel == "6.1"
-        if not modern:
-            maymove = self._may_move_old(src, dst, src_nr, dst_nr, cap_src, cap_dst)
-        elif dst_spare:
-            maymove = self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1, cap_dst) == 0
-        else:
-            # load_too_imbalanced: the move must not make the node loads more unequal.
-            maymove = abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
+        maymove = self._move_allowed(src, dst, src_nr, dst_nr, cap_src, cap_dst)
         for c in m.node_cpus[dst]:
             c = int(c)
             if c in ctx.claimed or not sim.allowed(tid, c):
@@ -157,6 +151,19 @@ class TaskMoves:
                 continue
             best = (cimp, c, cur)
         return best
+
+    def _move_allowed(self, src: int, dst: int, src_nr: int, dst_nr: int, cap_src: int, cap_dst: int) -> bool:
+        """May a task move from node ``src`` to an idle CPU of node ``dst`` (node loads ``src_nr``, ``dst_nr``
+        tasks on ``cap_src``, ``cap_dst`` CPUs)? By era: before v4.19 :meth:`_may_move_old`; v5.7 on, a
+        destination with spare capacity takes the load balancer's NUMA imbalance test (fb86f5b21192);
+        otherwise, and always in v4.19-v5.6, ``load_too_imbalanced``: the node loads must end no further
+        apart than they were."""
+        era = self.o.numa_balancing_kernel
+        if era in ("3.13", "4.4"):
+            return self._may_move_old(src, dst, src_nr, dst_nr, cap_src, cap_dst)
+        if era == "6.1" and dst_nr < cap_dst:
+            return self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1, cap_dst) == 0
+        return abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
 
     def _may_move_old(self, src: int, dst: int, src_nr: int, dst_nr: int, cap_src: int, cap_dst: int) -> bool:
         """task_numa_compare's test for a move to an idle CPU before v4.19 (no spare-capacity shortcut,
