@@ -285,3 +285,42 @@ def test_old_eras_on_one_node_keep_all_memory_local():
         res = run(from_dict(data), workers=1)
         assert res.run(era).locality == 1.0
         assert res.run(era).throughput > 0
+
+
+# ---------------------------------------------------------------- one kernel version for every era option
+
+@pytest.mark.parametrize("version, lb, numab, pct, busy, limit, eevdf", [
+    ("3.10", "3.10", "3.13", 125, 32, 1280.0, False),    # RHEL 7's base
+    ("4.10", "3.10", "4.4", 125, 32, 1280.0, False),
+    ("4.18", "5.4", "4.4", 125, 32, 1280.0, False),      # RHEL 8's base: SD_NUMA fork clause, pseudo-interleaving
+    ("4.19", "5.4", "5.6", 125, 32, None, False),        # SMALLIMP, no migration rate limit
+    ("5.4", "5.4", "5.6", 125, 32, None, False),
+    ("5.7", "5.10", "6.1", 125, 32, None, False),        # fb86f5b21192
+    ("5.10", "5.10", "6.1", 117, 16, None, False),       # imbalance_pct 117, busy_factor 16
+    ("5.15", "5.15", "6.1", 117, 16, None, False),       # the LTS as most run it
+    ("5.15.32", "5.11", "6.1", 117, 16, None, False),
+    ("5.15.33", "5.15", "6.1", 117, 16, None, False),
+    ("5.17", "5.11", "6.1", 117, 16, None, False),
+    ("6.1", "6.1", "6.1", 117, 16, None, False),
+    ("6.6", "6.1", "6.1", 117, 16, None, True),          # EEVDF
+])
+def test_a_kernel_version_sets_every_era_option(version, lb, numab, pct, busy, limit, eevdf):
+    o = CFSOptions(kernel=version)
+    assert (o.numa_imbalance_kernel, o.numa_balancing_kernel, o.imbalance_pct_numa, o.busy_factor,
+            o.migrate_rate_limit_mbps, o.eevdf) == (lb, numab, pct, busy, limit, eevdf)
+
+
+def test_an_option_set_beside_the_kernel_wins_and_6_1_is_the_default():
+    o = CFSOptions(kernel="4.18", numa_balancing_kernel="6.1", imbalance_pct_numa=117)
+    assert (o.numa_balancing_kernel, o.imbalance_pct_numa, o.numa_imbalance_kernel) == ("6.1", 117, "5.4")
+    # The defaults are 6.1's settings.
+    assert CFSOptions(kernel="6.1").model_dump(exclude={"kernel"}) == CFSOptions().model_dump(exclude={"kernel"})
+
+
+@pytest.mark.parametrize("bad", [5.10, 6, "5", "linux-5.4", "5.4-rt", "10.1"])
+def test_a_kernel_that_is_not_a_version_string_is_refused(bad):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        CFSOptions(kernel=bad)
+    assert "kernel" in str(err.value) and "such as" in str(err.value)

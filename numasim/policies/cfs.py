@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from ..model.presets import policy_defaults
 from .api import Decision, Move, Policy, PolicyOptions
 from .balance import LoadBalancer, _Entity
 from .balance_pass import SCALE, StatsMemo, domains
 from .domains import Level, build_levels
+from .kernels import settings as kernel_settings
 from .numab import NumaBalancing
 
 if TYPE_CHECKING:
@@ -46,6 +47,31 @@ def _version_text(value: object) -> object:
 
 class CFSOptions(PolicyOptions):
     """Tunables of the CFS model; defaults and sources in presets/policies/cfs.yaml."""
+
+    kernel: str | None = Field(
+        default=None,
+        description="a mainline kernel version (\"4.18\", \"5.15.33\"; a string): sets numa_imbalance_kernel, "
+                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps and eevdf as that "
+                    "release had them; any of them set here wins (numasim/policies/kernels.py, docs/model.md)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kernel_defaults(cls, data: object) -> object:
+        """``kernel`` fills the era options the scenario does not set itself."""
+        if isinstance(data, dict) and data.get("kernel") is not None:
+            try:
+                derived = kernel_settings(data["kernel"])
+            except ValueError:
+                return data  # the field's own check reports it, at its path
+            return {**derived, **data}
+        return data
+
+    @field_validator("kernel", mode="before")
+    @classmethod
+    def _kernel_text(cls, value: object) -> object:
+        if value is not None:
+            kernel_settings(value)  # raises with what is allowed
+        return value
 
     hz: int = Field(default=_D["hz"], description="timer frequency (balance intervals are counted in jiffies)", ge=100, le=1000)
     sched_latency_ms: float = Field(default=_D["sched_latency_ms"], description="CFS target latency before scaling by 1 + ilog2(min(ncpus, 8))", ge=0.1)

@@ -1,0 +1,69 @@
+"""One kernel version for CFS's era options: ``kernel: "5.4"`` sets every option that changed with it.
+
+The CFS model's behaviour by kernel release is spread over several options, each read from the
+commits that changed it (docs/model.md): the load balancer's era (``numa_imbalance_kernel``),
+NUMA balancing's (``numa_balancing_kernel``), ``imbalance_pct`` at NUMA levels and
+``busy_factor`` (125 and 32 until v5.10, 117 and 16 from it: Vincent Guittot's "sched/fair:
+reduce minimal imbalance threshold" and "sched/fair: reduce busy load balance interval"),
+the page-migration rate limit of NUMA balancing (128 MB per 100 ms into a node, v3.8-v4.18)
+and EEVDF (v6.6). :func:`settings` maps a mainline version to all of them; an option the
+scenario sets itself wins. Distribution kernels backport: name the mainline release whose
+scheduler they run, which their changelogs tell, not the number in ``uname -r``.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["settings"]
+
+_VERSION = re.compile(r"^([2-9])\.(\d{1,2})(?:\.(\d{1,3}))?$")
+
+
+def _parse(text: object) -> tuple[int, int, int | None]:
+    if not isinstance(text, str):
+        raise ValueError(f"kernel must be a version written as a string, such as \"5.10\" or \"5.15.33\" (YAML reads "
+                         f"5.10 as the number 5.1), got {str(text)[:40]!r}")
+    m = _VERSION.match(text.strip())
+    if m is None:
+        raise ValueError(f"kernel must be a mainline version such as \"4.18\", \"5.10\" or \"5.15.33\", got {text[:40]!r}")
+    return int(m.group(1)), int(m.group(2)), None if m.group(3) is None else int(m.group(3))
+
+
+def settings(text: object) -> dict[str, object]:
+    """The era options of CFS for mainline kernel ``text`` ("X.Y" or "X.Y.Z")."""
+    major, minor, patch = _parse(text)
+    v = (major, minor, patch or 0)
+    # The load balancer: before the v5.5 rework, 3.x-4.10's fork path (4.11-4.16, two loads without the
+    # NUMA clause, spread forks as it did) or 4.17-5.4's; v5.5 had the rework without the v5.6 allowance
+    # (nearest: 5.10); 5.15.33 on took the 5.18 fork rule without imb_numa_nr; 5.18-5.19 are nearest 6.1.
+    if v < (4, 17):
+        lb = "3.10"
+    elif v < (5, 5):
+        lb = "5.4"
+    elif v < (5, 11):
+        lb = "5.10"
+    elif (major, minor) == (5, 15) and (patch is None or patch >= 33):
+        lb = "5.15"  # "5.15" alone: the LTS as most of its users run it (5.15.33 on)
+    elif v < (5, 18):
+        lb = "5.11"
+    else:
+        lb = "6.1"
+    # NUMA balancing: 3.8-3.12 had no task placement of this kind (nearest: 3.13).
+    if v < (3, 15):
+        numab = "3.13"
+    elif v < (4, 19):
+        numab = "4.4"
+    elif v < (5, 7):
+        numab = "5.6"
+    else:
+        numab = "6.1"
+    old = v < (5, 10)
+    return {
+        "numa_imbalance_kernel": lb,
+        "numa_balancing_kernel": numab,
+        "imbalance_pct_numa": 125 if old else 117,
+        "busy_factor": 32 if old else 16,
+        "migrate_rate_limit_mbps": 1280.0 if v < (4, 19) else None,
+        "eevdf": v >= (6, 6),
+    }
