@@ -317,7 +317,13 @@ def test_an_option_set_beside_the_kernel_wins_and_6_1_is_the_default():
     assert CFSOptions(kernel="6.1").model_dump(exclude={"kernel"}) == CFSOptions().model_dump(exclude={"kernel"})
 
 
-@pytest.mark.parametrize("bad", [5.10, 6, "5", "linux-5.4", "5.4-rt", "10.1"])
+def test_a_kernel_read_as_a_number_is_taken_only_when_unambiguous():
+    # --set ...kernel=4.18 and YAML's kernel: 5.15 arrive as numbers with two decimals: those are versions.
+    assert CFSOptions(kernel=4.18).numa_imbalance_kernel == "5.4"
+    assert CFSOptions(kernel=5.15).numa_imbalance_kernel == "5.15"
+
+
+@pytest.mark.parametrize("bad", [5.10, 6.1, 6, "5", "linux-5.4", "5.4-rt", "10.1"])
 def test_a_kernel_that_is_not_a_version_string_is_refused(bad):
     from pydantic import ValidationError
 

@@ -24,7 +24,7 @@ from .api import Decision, Move, Policy, PolicyOptions
 from .balance import LoadBalancer, _Entity
 from .balance_pass import SCALE, StatsMemo, domains
 from .domains import Level, build_levels
-from .kernels import settings as kernel_settings
+from .kernels import settings as kernel_settings, version_text
 from .numab import NumaBalancing
 
 if TYPE_CHECKING:
@@ -50,7 +50,8 @@ class CFSOptions(PolicyOptions):
 
     kernel: str | None = Field(
         default=None,
-        description="a mainline kernel version (\"4.18\", \"5.15.33\"; a string): sets numa_imbalance_kernel, "
+        description="a mainline kernel version (\"4.18\", \"5.10\", \"5.15.33\"; a number only with two decimals, "
+                    "as 4.18: 5.10 reads as 5.1): sets numa_imbalance_kernel, "
                     "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps and eevdf as that "
                     "release had them; any of them set here wins (numasim/policies/kernels.py, docs/model.md)")
 
@@ -69,9 +70,7 @@ class CFSOptions(PolicyOptions):
     @field_validator("kernel", mode="before")
     @classmethod
     def _kernel_text(cls, value: object) -> object:
-        if value is not None:
-            kernel_settings(value)  # raises with what is allowed
-        return value
+        return None if value is None else version_text(value)  # raises with what is allowed
 
     hz: int = Field(default=_D["hz"], description="timer frequency (balance intervals are counted in jiffies)", ge=100, le=1000)
     sched_latency_ms: float = Field(default=_D["sched_latency_ms"], description="CFS target latency before scaling by 1 + ilog2(min(ncpus, 8))", ge=0.1)

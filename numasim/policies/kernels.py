@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["settings"]
+__all__ = ["settings", "version_text"]
 
 _VERSION = re.compile(r"^([2-9])\.(\d{1,2})(?:\.(\d{1,3}))?$")
 
 
 def _parse(text: object) -> tuple[int, int, int | None]:
+    if isinstance(text, float) and re.fullmatch(r"[2-9]\.\d\d", repr(text)):
+        text = repr(text)  # 4.18 or 5.15 read as numbers are unambiguous; 5.1 could be 5.10
     if not isinstance(text, str):
         raise ValueError(f"kernel must be a version written as a string, such as \"5.10\" or \"5.15.33\" (YAML reads "
                          f"5.10 as the number 5.1), got {str(text)[:40]!r}")
@@ -28,6 +30,12 @@ def _parse(text: object) -> tuple[int, int, int | None]:
     if m is None:
         raise ValueError(f"kernel must be a mainline version such as \"4.18\", \"5.10\" or \"5.15.33\", got {text[:40]!r}")
     return int(m.group(1)), int(m.group(2)), None if m.group(3) is None else int(m.group(3))
+
+
+def version_text(value: object) -> str:
+    """The version ``value`` names, as text ("4.18"); ValueError, saying what is allowed, if it names none."""
+    major, minor, patch = _parse(value)
+    return f"{major}.{minor}" + ("" if patch is None else f".{patch}")
 
 
 def settings(text: object) -> dict[str, object]:
