@@ -96,7 +96,7 @@ class CFSOptions(PolicyOptions):
                     "loaded node unless its own node's load per CPU is under 100 + (imbalance_pct - 100) / 2 per cent "
                     "of that node's); 5.4 (mainline 4.17-5.4, the same balancer; a fork stays on its node unless the "
                     "other's load per CPU is lower by more than imbalance_pct - 100 per cent of one task) (both eras "
-                    "had imbalance_pct_numa 125 and busy_factor 32: set them too); 5.10 (mainline 5.6-5.10: a fork "
+                    "had imbalance_pct_numa 125 and busy_factor 32: kernel sets them with the era); 5.10 (mainline 5.6-5.10: a fork "
                     "stays on its node while that node has an idle CPU; the periodic balancer leaves any imbalance "
                     "while the busiest node runs at most 2 tasks); 5.11 (mainline 5.11-5.17: a fork "
                     "stays on its node while that node runs fewer tasks than a quarter of the domain's CPUs; the "
