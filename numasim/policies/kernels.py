@@ -32,6 +32,15 @@ def _parse(text: object) -> tuple[int, int, int | None]:
     return int(m.group(1)), int(m.group(2)), None if m.group(3) is None else int(m.group(3))
 
 
+# (first release of the next era, this era's name), oldest first; the last era has no end.
+_BALANCER = [((4, 17), "3.10"), ((5, 5), "5.4"), ((5, 11), "5.10"), ((5, 18), "5.11"), (None, "6.1")]
+_NUMA_BALANCING = [((3, 15), "3.13"), ((4, 19), "4.4"), ((5, 7), "5.6"), (None, "6.1")]
+
+
+def _era(v: tuple[int, int, int], table: list[tuple[tuple[int, int] | None, str]]) -> str:
+    return next(name for end, name in table if end is None or v < end)
+
+
 def version_text(value: object) -> str:
     """The version ``value`` names, as text ("4.18"); ValueError, saying what is allowed, if it names none."""
     major, minor, patch = _parse(value)
@@ -45,27 +54,11 @@ def settings(text: object) -> dict[str, object]:
     # The load balancer: before the v5.5 rework, 3.x-4.10's fork path (4.11-4.16, two loads without the
     # NUMA clause, spread forks as it did) or 4.17-5.4's; v5.5 had the rework without the v5.6 allowance
     # (nearest: 5.10); 5.15.33 on took the 5.18 fork rule without imb_numa_nr; 5.18-5.19 are nearest 6.1.
-    if v < (4, 17):
-        lb = "3.10"
-    elif v < (5, 5):
-        lb = "5.4"
-    elif v < (5, 11):
-        lb = "5.10"
-    elif (major, minor) == (5, 15) and (patch is None or patch >= 33):
-        lb = "5.15"  # "5.15" alone: the LTS as most of its users run it (5.15.33 on)
-    elif v < (5, 18):
-        lb = "5.11"
-    else:
-        lb = "6.1"
     # NUMA balancing: 3.8-3.12 had no task placement of this kind (nearest: 3.13).
-    if v < (3, 15):
-        numab = "3.13"
-    elif v < (4, 19):
-        numab = "4.4"
-    elif v < (5, 7):
-        numab = "5.6"
-    else:
-        numab = "6.1"
+    lb = _era(v, _BALANCER)
+    if (major, minor) == (5, 15) and (patch is None or patch >= 33):
+        lb = "5.15"  # "5.15" alone: the LTS as most of its users run it (5.15.33 on)
+    numab = _era(v, _NUMA_BALANCING)
     old = v < (5, 10)
     return {
         "numa_imbalance_kernel": lb,
