@@ -40,6 +40,7 @@ CALIBRATIONS: list[tuple[str, float, float, dict]] = [
     ("epyc-9654-nps1", 37.0, 0.0, {}),
     ("epyc-7763-nps1", 21.56, 0.0, {"local_latency_ns": 108.0}),
     ("sapphirerapids-8480", 12.5, 0.0, {"local_latency_ns": 129.3}),
+    ("epyc-7351-2s", 20.0, 0.0, {}),
 ]
 
 
