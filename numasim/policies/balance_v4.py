@@ -3,8 +3,8 @@
 Read from kernel/sched/fair.c: ``find_idlest_group`` for fork and exec placement as it stood
 until v4.10 (``3.10``) and from v4.17 to v5.4 (``5.4``); ``update_sd_lb_stats``,
 ``find_busiest_group``, ``calculate_imbalance`` and ``fix_small_imbalance`` for periodic,
-idle and newidle balancing, read from v4.19 (v3.10's differ in details docs/model.md lists). Vincent Guittot's rework (0b0695f2b34a "sched/fair: Rework
-load_balance()", v5.5) replaced the average-load test with group types and migration
+idle and newidle balancing, read from v4.19 (v3.10's differ in details docs/model.md lists).
+Vincent Guittot's rework (0b0695f2b34a "sched/fair: Rework load_balance()", v5.5) replaced the average-load test with group types and migration
 types (the ``5.10`` to ``6.1`` eras, :mod:`numasim.policies.balance`); before it there was
 no NUMA imbalance allowance: nodes were balanced on their average load per CPU, within
 ``imbalance_pct``.
