@@ -1,4 +1,4 @@
-"""CFS load balancing through the scheduling-domain hierarchy (kernel/sched/fair.c, v6.x; the 5.x NUMA imbalance rules).
+"""CFS load balancing through the scheduling-domain hierarchy (kernel/sched/fair.c v6.x, the 5.x NUMA rules; before v5.5: balance_v4).
 
 A part of :class:`numasim.policies.cfs.CFS`, which holds the state these methods share:
 the domain levels (:mod:`numasim.policies.domains`), one balancing entity per level,
@@ -164,20 +164,9 @@ class LoadBalancer:
         groups = self._domains[li][si].groups
         local_i = lvl.group_of[si].get(cpu)
         era = self.o.numa_imbalance_kernel
-        if era in ("3.10", "5.4"):
-            mine = None
-            others: list[Stats] = []
-            cands: list[tuple[int, ...]] = []
-            for gi, group in enumerate(groups):
-                if allowed is not None and allowed.isdisjoint(group[0]):
-                    continue
-                if gi == local_i:
-                    mine = self._stats(li, group, nr)
-                else:
-                    others.append(self._stats(li, group, nr))
-                    cands.append(group[0])
-            pick = balance_v4.find_idlest_group(era, mine, others, lvl.pct, lvl.numa, fork)
-            return None if pick is None else cands[pick]
+        if era in balance_v4.ERAS:
+            return balance_v4.find_dst_group(era, groups, local_i, allowed, lambda g: self._stats(li, g, nr),
+                                             lvl.pct, lvl.numa, fork)
         local = idlest = None
         idlest_g = None
         for gi, group in enumerate(groups):
@@ -335,7 +324,7 @@ class LoadBalancer:
         lvl = self.levels[e.level]
         groups = self._domains[e.level][e.span].groups
         stats = self._all_stats(e.level, e.span, p.nr, masked)
-        if self.o.numa_imbalance_kernel in ("3.10", "5.4"):
+        if self.o.numa_imbalance_kernel in balance_v4.ERAS:
             idle = balance_v4.CPU_NEWLY_IDLE if newidle else (balance_v4.CPU_NOT_IDLE if busy else balance_v4.CPU_IDLE)
             found = balance_v4.find_busiest_group(stats, e.group, lvl.pct, idle, lvl.prefer_sibling, p.nr[dst] > 0)
             if found is None:

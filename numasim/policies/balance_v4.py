@@ -20,10 +20,14 @@ and the NUMA-balancing classification of runqueues (``fbq_type``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .balance_pass import SCALE, Stats
 
-__all__ = ["CPU_IDLE", "CPU_NEWLY_IDLE", "CPU_NOT_IDLE", "find_busiest_group", "find_idlest_group"]
+__all__ = ["CPU_IDLE", "CPU_NEWLY_IDLE", "CPU_NOT_IDLE", "ERAS", "find_busiest_group", "find_dst_group",
+           "find_idlest_group"]
 
+ERAS = ("3.10", "5.4")  # the numa_imbalance_kernel values this module serves
 CPU_NOT_IDLE, CPU_IDLE, CPU_NEWLY_IDLE = 0, 1, 2
 _OTHER, _OVERLOADED = 0, 2  # group_type: group_other, group_overloaded (group_imbalanced is not modelled)
 
@@ -41,6 +45,26 @@ def _has_capacity(st: Stats, pct: int) -> bool:
 def _overloaded(st: Stats, pct: int) -> bool:
     """``group_is_overloaded``: more tasks than CPUs and utilisation within ``imbalance_pct`` of the capacity."""
     return st.nr > st.weight and st.weight * SCALE * 100 < st.busy_cpus * SCALE * pct
+
+
+def find_dst_group(era: str, groups: list[tuple[tuple[int, ...], int, int]], local_i: int | None,
+                   allowed: frozenset[int] | None, stats: Callable[[tuple], Stats], pct: int, numa: bool,
+                   fork: bool) -> tuple[int, ...] | None:
+    """The CPUs of the group a new task goes to among a domain's ``groups`` (``stats`` gives one's
+    statistics), or None to stay in the local group ``local_i``; groups the task may not use are skipped."""
+    mine = None
+    others: list[Stats] = []
+    cands: list[tuple[int, ...]] = []
+    for gi, group in enumerate(groups):
+        if allowed is not None and allowed.isdisjoint(group[0]):
+            continue
+        if gi == local_i:
+            mine = stats(group)
+        else:
+            others.append(stats(group))
+            cands.append(group[0])
+    pick = find_idlest_group(era, mine, others, pct, numa, fork)
+    return None if pick is None else cands[pick]
 
 
 def find_idlest_group(era: str, local: Stats | None, others: list[Stats], pct: int, numa: bool,

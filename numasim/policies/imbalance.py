@@ -17,6 +17,7 @@ share. docs/model.md, "The NUMA imbalance by kernel era", gives the commits each
 from __future__ import annotations
 
 from .balance_pass import Stats
+from .balance_v4 import ERAS
 
 __all__ = ["adjust_numa_imbalance", "fork_stays_local", "periodic_numa_imbalance"]
 
@@ -25,7 +26,7 @@ def adjust_numa_imbalance(era: str, imb: int, dst_running: int, dst_weight: int,
                           imb_min: int) -> int:
     """``adjust_numa_imbalance``: the imbalance left to act on (0: tolerated) when the destination would
     run ``dst_running`` tasks on ``dst_weight`` CPUs."""
-    if era in ("3.10", "5.4"):
+    if era in ERAS:
         return imb  # no allowance before v5.6
     if era == "5.10":
         return 0 if dst_running <= imb_min else imb
