@@ -72,7 +72,11 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     spec = scenario.spec
     dur_s = (duration_ns if duration_ns is not None else spec.duration) / 1e9
     n_samples = dur_s / (min(spec.sample_interval, duration_ns or spec.duration) / 1e9) + 3
-    levels = len(spec.sla.levels) if with_sla and spec.sla is not None else 0
+    # The SLA ladder goes on from the first seed's run: a step per level (settle, then measure).
+    ladder_s = 0.0
+    if with_sla and spec.sla is not None:
+        step = spec.sla.step if spec.sla.step is not None else (duration_ns or spec.duration) - spec.warmup
+        ladder_s = sum(max(1.0, lv) for lv in spec.sla.levels) * (spec.sla.settle + step) / 1e9  # arrivals scale with the level
     events = 0.0
     memory = 0.0
     runs = 0
@@ -91,9 +95,9 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
             per_s += p.replicas * _pod_events_per_s(pr, p.threads, machine, share)
             if pr.requests is not None and pr.requests.mode == "open":
                 queued += p.replicas * pr.requests.rate_per_s * dur_s
-        n = spec.replications + levels
+        n = spec.replications
         runs += n
-        events += n * dur_s * per_s
+        events += (n * dur_s + ladder_s) * per_s
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         sample_s += n * n_samples * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)

@@ -1,7 +1,7 @@
 """Many simulations over one pool of worker processes, the longest first.
 
-A run of a scenario is a set of independent simulations (variants x seeds, then
-the SLA search's rungs, which need their variant's first run). They go to one
+A run of a scenario is a set of independent simulations (variants x seeds, the
+first seed of each going on to climb the SLA ladder). They go to one
 pool of worker processes (loky's reusable executor, see docs/architecture.md),
 never more than there are workers at a time, so the next one is chosen when a
 worker frees up: the job expected to take longest, judged by how long the jobs

@@ -4,7 +4,7 @@ On a terminal (or in Jupyter) a rich progress bar shows the scenario, the varian
 being simulated, simulations done / total, elapsed time and the time left. (There is no
 count of failed simulations: the first failure stops the run with its error.)
 When the stream is a file or a pipe, one plain line is printed per finished variant
-(all its seeds and SLA rungs), so a log shows what finished and when.
+(all its seeds; the first goes on to the SLA ladder), so a log shows what finished and when.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class RunProgress:
     title
         What is run (the scenario's name).
     jobs_per_variant
-        How many simulations each variant label needs (seeds and SLA rungs).
+        How many simulations each variant label needs (one per seed).
     quiet
         Report nothing.
     console

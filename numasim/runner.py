@@ -13,7 +13,7 @@ from .errors import Problem, ScenarioError
 from .analysis.metrics import Metrics, combine, summarize
 from .analysis.results import RunResult
 from .model.scenario import Scenario, Variant
-from .analysis.sla import PERCENTILE_KEYS, ladder_variant, score
+from .analysis.sla import climb, score
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, estimate
 from .jobs import Job, run_jobs, worker_count
 from .progress import RunProgress
@@ -50,6 +50,12 @@ def run_variant(
     progress: Callable[[float], None] | None = None,
 ) -> tuple[Metrics, Trace]:
     """Simulate one policy variant and summarise it."""
+    _, metrics, trace = _simulate(scenario, variant, seed, duration_ns, progress)
+    return metrics, trace
+
+
+def _simulate(scenario: Scenario, variant: Variant, seed: int | None, duration_ns: int | None,
+              progress: Callable[[float], None] | None = None) -> tuple[Simulation, Metrics, Trace]:
     seed = scenario.spec.seed if seed is None else seed
     duration = scenario.spec.duration if duration_ns is None else duration_ns
     # Common random numbers: every variant gets the same stream for the same seed.
@@ -61,7 +67,7 @@ def run_variant(
         min(scenario.spec.sample_interval, duration), rng=np.random.default_rng(engine_seq), progress=progress,
     )
     trace = sim.run()
-    return summarize(trace, variant.label), trace
+    return sim, summarize(trace, variant.label), trace
 
 
 def select_variants(scenario: Scenario, policies: list[str] | None) -> list[Variant]:
@@ -87,25 +93,16 @@ def select_variants(scenario: Scenario, policies: list[str] | None) -> list[Vari
 
 
 def _run_job(scenario: Scenario, label: str, seed: int, duration: int | None,
-             keep_trace: bool) -> tuple[Metrics, Trace | None]:
-    """One variant and seed in a worker; the trace is sent back only if it is kept."""
-    metrics, trace = run_variant(scenario, scenario.variant(label), seed, duration)
-    return metrics, trace if keep_trace else None
-
-
-def _sla_job(scenario: Scenario, label: str, level: float, saturated: Metrics, seed: int,
-             duration: int | None) -> tuple[float | None, float | None]:
-    """One rung of the SLA ladder: the variant open-loop at ``level`` x its closed-loop rate.
-
-    Returns the offered rate and the response-time percentile the SLA names.
-    """
-    variant = ladder_variant(scenario, scenario.variant(label), saturated, level)
-    if variant is None:
-        return None, None
-    metrics, _ = run_variant(scenario, variant, seed, duration)
-    offered = level * sum(p.latency["requests_per_s"] for p in saturated.pods if p.latency is not None)
-    key = PERCENTILE_KEYS[scenario.spec.sla.percentile]
-    return offered, (metrics.latency or {}).get(key)
+             keep_trace: bool, ladder: bool) -> tuple[Metrics, Trace | None, list[tuple]]:
+    """One variant and seed in a worker, then its SLA ladder if asked; the trace is sent back only if it is kept."""
+    sim, metrics, trace = _simulate(scenario, scenario.variant(label), seed, duration)
+    rungs: list[tuple] = []
+    if ladder:
+        spec = scenario.spec
+        assert spec.sla is not None
+        end = spec.duration if duration is None else duration
+        rungs = climb(sim, metrics, spec.sla, end, spec.sla.step or end - spec.warmup)
+    return metrics, trace if keep_trace else None, rungs
 
 
 def run(
@@ -160,33 +157,29 @@ def run(
     base_seed = scenario.spec.seed if seed is None else seed
     seeds = [base_seed + k for k in range(scenario.spec.replications)]
     sla_spec = scenario.spec.sla if with_sla else None
-    levels = sorted(sla_spec.levels) if sla_spec is not None else []
-    # The first seed of every variant first: the SLA search of a variant starts from it.
-    jobs = [Job(("run", v.label, sd), _run_job, (scenario, v.label, sd, dur_ns, sd == seeds[0]), v.label,
-                f"variant {v.label}, seed {sd}") for sd in seeds for v in variants]
+    # The first seed of every variant first: it goes on to climb the SLA ladder, the longest job.
+    jobs = [Job(("run", v.label, sd), _run_job,
+                (scenario, v.label, sd, dur_ns, sd == seeds[0], sla_spec is not None and sd == seeds[0]), v.label,
+                f"variant {v.label}, seed {sd}" + (", then its SLA ladder" if sla_spec is not None and sd == seeds[0] else ""))
+            for sd in seeds for v in variants]
     done: dict[tuple, tuple] = {}
 
     def finished(job: Job, out) -> list[Job]:
         done[job.key] = out
-        kind, label, *rest = job.key
-        report.finished(label)
+        report.finished(job.key[1])
         if on_done:
-            on_done(label)
-        if kind == "run" and rest[0] == seeds[0]:
-            return [Job(("sla", label, lv), _sla_job, (scenario, label, lv, out[0], seeds[0], dur_ns), label,
-                        f"variant {label}, SLA level {lv:g}, seed {seeds[0]}") for lv in levels]
+            on_done(job.key[1])
         return []
 
-    per_variant = {v.label: len(seeds) + len(levels) for v in variants}
+    per_variant = {v.label: len(seeds) for v in variants}
     # No more processes than simulations: a pool starts all its workers up front.
-    n_workers = min(worker_count(workers), len(jobs) + len(levels) * len(variants))
+    n_workers = min(worker_count(workers), len(jobs))
     with RunProgress(scenario.name, per_variant, quiet=quiet) as report:
         run_jobs(jobs, n_workers, finished, on_start=lambda job: report.started(job.group))
     runs = [combine([done[("run", v.label, sd)][0] for sd in seeds], seeds) for v in variants]
     sla = {}
     if sla_spec is not None:
-        rungs = [(v.label, lv, *done[("sla", v.label, lv)]) for v in variants for lv in levels]
-        sla = _score_sla(sla_spec, variants, rungs)
+        sla = _score_sla(sla_spec, {v.label: done[("run", v.label, seeds[0])][2] for v in variants})
     spec = scenario.spec
     meta = {
         "provenance": provenance(scenario),
@@ -262,18 +255,16 @@ def _run_options(scenario: Scenario, duration, warmup, replications) -> tuple[Sc
     return scenario, dur_ns
 
 
-def _score_sla(spec, variants: list[Variant], rungs: list[tuple]) -> dict[str, dict]:
+def _score_sla(spec, ladders: dict[str, list[tuple]]) -> dict[str, dict]:
     """Score each variant's SLA ladder (see numasim.analysis.sla)."""
     out: dict[str, dict] = {}
-    for v in variants:
-        curve = [(offered, p) for label, _lv, offered, p in rungs if label == v.label and offered is not None]
-        if not curve:
+    for label, rungs in ladders.items():
+        if not rungs:
             continue
-        out[v.label] = {
+        out[label] = {
             "percentile": spec.percentile,
             "targets_ms": list(spec.targets_ms),
-            "curve": [{"level": lv, "rate": offered, "latency_ms": p}
-                      for label, lv, offered, p in rungs if label == v.label and offered is not None],
-            **score(curve, list(spec.targets_ms)),
+            "curve": [{"level": lv, "rate": offered, "latency_ms": p} for lv, offered, p in rungs],
+            **score([(offered, p) for _, offered, p in rungs], list(spec.targets_ms)),
         }
     return out

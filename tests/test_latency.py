@@ -73,3 +73,37 @@ def test_score_smooths_a_noisy_curve_before_searching_it():
     s = score([(100.0, 56.0), (200.0, 40.0), (300.0, 70.0)], [50.0, 60.0])
     assert s["max_rate"]["50"] == pytest.approx(200.0 + 100.0 * 2.0 / 22.0)
     assert s["max_rate"]["60"] == pytest.approx(200.0 + 100.0 * 12.0 / 22.0)
+
+
+def test_the_ladder_goes_on_from_the_saturated_run_and_leaves_it_as_it_was():
+    data = small_scenario(**OVERCOMMITTED, sla={"targets_ms": [50, 100], "levels": [0.5, 0.9]})
+    sc = numasim.from_dict(data)
+    with_sla = numasim.run(sc, policies=["cfs"], workers=1)
+    without = numasim.run(sc, policies=["cfs"], workers=1, with_sla=False)
+    assert with_sla.run("cfs").throughput == without.run("cfs").throughput
+    assert with_sla.run("cfs").latency == without.run("cfs").latency
+    assert [pt["level"] for pt in with_sla.sla["cfs"]["curve"]] == [0.5, 0.9]
+
+
+def test_a_step_below_saturation_serves_the_rate_it_is_offered():
+    from numasim.analysis.metrics import PERCENTILES
+    from numasim.runner import _simulate
+
+    sc = numasim.from_dict(small_scenario(**OVERCOMMITTED))
+    sim, saturated, _ = _simulate(sc, sc.variant("cfs"), 1, None)
+    reached = {p.name: p.latency["requests_per_s"] for p in saturated.pods}
+    pods = [p.index for p in sim.pods]
+    end = sc.spec.duration
+    sim.drive_open({p.index: 0.5 * reached[p.name] for p in sim.pods})
+    lat = sim.measure(end + 1_000_000_000)
+    sim.advance(end + 6_000_000_000)
+    got = lat.summary(pods, PERCENTILES, 5.0)
+    # Open loop below saturation: every arrival is served (Poisson count, about 3,000 requests).
+    assert got["requests_per_s"] == pytest.approx(0.5 * sum(reached.values()), rel=0.06)
+    assert sim.now == end + 6_000_000_000
+    # Offered 1.5 times what the threads reached closed-loop, they serve about that much, not more.
+    sim.drive_open({p.index: 1.5 * reached[p.name] for p in sim.pods})
+    lat = sim.measure(end + 7_000_000_000)
+    sim.advance(end + 12_000_000_000)
+    got = lat.summary(pods, PERCENTILES, 5.0)
+    assert got["requests_per_s"] == pytest.approx(sum(reached.values()), rel=0.1)

@@ -1,52 +1,73 @@
 """SLA scores: the highest injection rate that keeps a latency percentile under each target.
 
-In the manner of SPECjbb's critical-jOPS: each variant first runs as the scenario
-says (closed-loop requests: the saturated, highest throughput, like SPECjbb's
-high-bound injection rate). Then each request-driven pod is driven open-loop, at
-Poisson arrival rates that are fractions (``levels``) of the rate it reached
-there, and the chosen percentile of the response time is measured at each
-level. For each target, the highest rate whose percentile stays under it is
-found by linear interpolation between the levels that bracket the target, on the
-measured curve made non-decreasing (a finite window's p99 is noisy); the critical
+In the manner of SPECjbb2015's critical-jOPS. Each variant first runs as the scenario
+says (closed-loop requests: the saturated, highest throughput, like SPECjbb's high-bound
+injection rate). Then, in the same simulation, as SPECjbb's response-time curve follows
+its search for that rate in the same JVMs, each request-driven pod is driven open-loop
+at Poisson arrival rates that climb through fractions (``levels``) of the rate it
+reached, one step per level, and the chosen percentile of the response time is measured
+in each step after it settles. For each target, the highest rate whose percentile stays
+under it is found by linear interpolation between the levels that bracket the target,
+on the measured curve made non-decreasing (a finite window's p99 is noisy); the critical
 throughput is the geometric mean of those rates over the targets met at some level.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Protocol
+
 import numpy as np
 
-from .metrics import Metrics
-from ..model.scenario import Scenario, SlaSpec, Variant
-from ..model.workload import RequestSpec
+from .metrics import PERCENTILES, Metrics
+from ..model.scenario import SlaSpec
+from ..sim.trace import PodInstance, ResponseTimes
 
-__all__ = ["SlaSpec", "ladder_variant", "score"]
+__all__ = ["SlaSpec", "climb", "score"]
 
 PERCENTILE_KEYS = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "p99.9": "p999_ms"}
 
 
-def ladder_variant(scenario: Scenario, variant: Variant, saturated: Metrics, level: float) -> Variant | None:
-    """The variant with its request-driven pods switched to open-loop arrivals at ``level`` x their rate.
+class Climbable(Protocol):
+    """What the ladder needs of a simulation that has run its closed-loop part."""
 
-    Returns None if the variant has no request-driven pods that completed requests.
+    pods: list[PodInstance]
+
+    def drive_open(self, rates_per_s: dict[int, float]) -> None: ...
+    def measure(self, since_ns: int) -> ResponseTimes: ...
+    def advance(self, until_ns: int) -> None: ...
+
+
+def climb(sim: Climbable, saturated: Metrics, spec: SlaSpec, start_ns: int, step_ns: int) -> list[tuple[float, float, float | None]]:
+    """Drive the request-driven pods of ``sim`` open-loop through ``spec.levels``, lowest first.
+
+    ``saturated`` are the metrics of the closed-loop run that ended at ``start_ns``. Each
+    pod's rate at a level is the level times the mean rate its profile's pods reached
+    there. Each step lasts ``spec.settle`` plus ``step_ns``; the percentile is read over
+    the requests completed in its last ``step_ns``. Returns (level, offered requests per
+    second, percentile in ms or None) per level; empty if no request-driven pod completed
+    a request.
     """
-    profiles = dict(scenario.profiles_of(variant))
-    rates: dict[str, list[float]] = {}
-    for spec in scenario.pods_of(variant):
-        if profiles[spec.profile].requests is None:
-            continue
-        names = [spec.name] if spec.replicas == 1 else [f"{spec.name}-{r}" for r in range(spec.replicas)]
-        for pod in saturated.pods:
-            if pod.name in names and pod.latency is not None:
-                rates.setdefault(spec.profile, []).append(pod.latency["requests_per_s"])
-    if not rates:
-        return None
-    for name, values in rates.items():
-        req = profiles[name].requests
-        assert req is not None
-        open_req = RequestSpec(mode="open", ops=req.ops, rate_per_s=max(level * float(np.mean(values)), 1e-3))
-        profiles[name] = profiles[name].model_copy(update={"requests": open_req})
-    return replace(variant, profiles=profiles)
+    done = {p.name: p.latency["requests_per_s"] for p in saturated.pods if p.latency is not None}
+    groups: dict[str, list[PodInstance]] = {}
+    for pod in sim.pods:
+        if pod.name in done and pod.profile.requests is not None:
+            groups.setdefault(pod.spec.profile, []).append(pod)
+    if not groups:
+        return []
+    mean = {name: float(np.mean([done[p.name] for p in pods])) for name, pods in groups.items()}
+    members = [p.index for pods in groups.values() for p in pods]
+    reached = float(sum(done[p.name] for pods in groups.values() for p in pods))
+    key = PERCENTILE_KEYS[spec.percentile]
+    rungs: list[tuple[float, float, float | None]] = []
+    t = start_ns
+    for level in sorted(spec.levels):
+        sim.drive_open({p.index: max(level * mean[name], 1e-3) for name, pods in groups.items() for p in pods})
+        lat = sim.measure(t + spec.settle)
+        t += spec.settle + step_ns
+        sim.advance(t)
+        got = lat.summary(members, {key: PERCENTILES[key]}, step_ns / 1e9)
+        rungs.append((level, level * reached, None if got is None else got[key]))
+    return rungs
 
 
 def _monotone(values: list[float]) -> list[float]:

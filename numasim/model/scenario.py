@@ -70,6 +70,12 @@ class SlaSpec(Spec):
         max_length=100,
         description="injection rates to try, as fractions (0-2] of the rate each pod reached closed-loop",
     )
+    step: Duration | None = Field(
+        default=None, gt=0,
+        description="how long each level's response times are measured (default: the run's measurement window, duration - warmup)")
+    settle: Duration = Field(
+        default=parse_duration("1s"), ge=0,
+        description="time at each new level before its response times count (the queues adjust to the new rate)")
 
     @model_validator(mode="after")
     def _distinct(self) -> "SlaSpec":

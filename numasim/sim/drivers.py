@@ -148,15 +148,31 @@ class Drivers:
 
     def _open_arrivals(self, pod: PodInstance):
         """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""
-        rate = pod.profile.requests.rate_per_s / 1e9  # per ns
         q = self.queue[pod.index]
         while pod.status == "running":
-            yield self.env.timeout(max(int(self.rng.exponential(1.0 / rate)), 1))
+            yield self.env.timeout(max(int(self.rng.exponential(1.0 / self.q_rate[pod.index])), 1))
             q.append(self.now)
             idle = [t for t in pod.tids if self.t_waiting[t] and self.t_phase[t] == WORK
                     and not self.t_paused[t] and not self.t_held[t] and not self.t_active[t]]
             if idle:
                 self._wake(idle[int(self.rng.integers(len(idle)))])
+
+    def drive_open(self, rates_per_s: dict[int, float]) -> None:
+        """From now on, the pods named (by index) take requests open-loop, Poisson at these rates per second.
+
+        The SLA search's ladder (numasim.analysis.sla) changes the rate of a running
+        simulation. A thread serving a closed-loop request finishes it; one that is
+        thinking takes the next request from the queue when its think time ends, or waits
+        for one. The next arrival already drawn keeps its time; later ones are at the new rate.
+        """
+        for p, rate in rates_per_s.items():
+            pod = self.pods[p]
+            self.q_rate[p] = rate / 1e9
+            for tid in pod.tids:
+                self.p_req_mode[tid] = 2
+            if pod.status == "running" and p not in self._injecting:
+                self._injecting.add(p)
+                self.env.process(self._open_arrivals(pod))
 
     def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
         """Stop-the-world pauses (a JVM's safepoints): every thread of one process blocks at once."""

@@ -190,6 +190,10 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.queue: list[deque[int]] = [deque() for _ in pods]  # open mode: arrival times per pod
         self._injecting: set[int] = set()
         self.latencies = ResponseTimes(len(pods), self.warmup_ns)
+        self.n_events = 0
+        # Open mode: each pod's arrival rate per ns (drive_open changes it).
+        self.q_rate = [req.rate_per_s / 1e9 if req is not None and req.mode == "open" else 0.0
+                       for req in (pod.profile.requests for pod in pods)]
         self.p_waker_pod = [pr.waker == "pod" for pr in prof]
         self.nr = [0] * machine.n_cpus
         self.v_nr_running = np.zeros(machine.n_cpus, dtype=np.int64)
@@ -285,15 +289,51 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         return self.env.now  # an int: every timeout is a whole number of ns
 
     def run(self) -> Trace:
-        """Run to ``duration_ns`` and return the trace."""
+        """Run to ``duration_ns`` and return the trace (of the run so far: :meth:`advance` may go on)."""
         self.env.process(self._arrivals())
         self.env.process(self._ticker())
         self.env.process(self._sampler())
         self.env.process(self._refresher())
+        self._step_until(self.duration_ns)
+        samples = {k: v[: self._n_samples] for k, v in self._samples.items()}
+        return Trace(
+            machine=self.machine,
+            policy=self.policy.name,
+            duration_ns=self.duration_ns,
+            warmup_ns=self.warmup_ns,
+            pods=self.pods,
+            thread_pod=np.array(self.t_pod, dtype=np.int64),
+            sample_times=self._sample_times[: self._n_samples].copy(),
+            samples=samples,
+            placements=np.frombuffer(self.placements, dtype=np.int64).reshape(-1, 3).copy(),
+            affinity_log=list(self.affinity_log),
+            quota_log=list(self.quota_log),
+            latencies=self.latencies,
+            events=list(self.events),
+            n_events=self.n_events,
+            n_solves=self.n_solves,
+        )
+
+    def advance(self, until_ns: int) -> None:
+        """Go on simulating, after :meth:`run`, up to ``until_ns`` exactly.
+
+        The trace :meth:`run` returned does not change; what happens from here on is
+        measured by :meth:`measure`.
+        """
+        if until_ns > self.env.now:
+            self.env.timeout(until_ns - self.env.now)  # so that the clock reaches until_ns
+        self._step_until(until_ns)
+
+    def measure(self, since_ns: int) -> ResponseTimes:
+        """Record the response times of requests completed from ``since_ns`` on, from now on, in a new histogram."""
+        self.latencies = ResponseTimes(len(self.pods), since_ns)
+        return self.latencies
+
+    def _step_until(self, until_ns: int) -> None:
         n_events = 0
         env = self.env
         try:
-            while env.peek() <= self.duration_ns:
+            while env.peek() <= until_ns:
                 env.step()
                 n_events += 1
         except NumasimError:
@@ -306,24 +346,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
                 raise  # not raised in the policy's code: a bug of numasim's
             raise PolicyError(self.policy.name, self.now, culprit,
                               f"raised {type(exc).__name__}: {str(exc)[:300]}") from original
-        samples = {k: v[: self._n_samples] for k, v in self._samples.items()}
-        return Trace(
-            machine=self.machine,
-            policy=self.policy.name,
-            duration_ns=self.duration_ns,
-            warmup_ns=self.warmup_ns,
-            pods=self.pods,
-            thread_pod=np.array(self.t_pod, dtype=np.int64),
-            sample_times=self._sample_times[: self._n_samples].copy(),
-            samples=samples,
-            placements=np.frombuffer(self.placements, dtype=np.int64).reshape(-1, 3).copy(),
-            affinity_log=self.affinity_log,
-            quota_log=self.quota_log,
-            latencies=self.latencies,
-            events=self.events,
-            n_events=n_events,
-            n_solves=self.n_solves,
-        )
+        finally:
+            self.n_events += n_events
 
     def _ticker(self):
         eager = 0  # ticks in a row asked for 1 ns later
