@@ -74,9 +74,12 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     n_samples = dur_s / (min(spec.sample_interval, duration_ns or spec.duration) / 1e9) + 3
     # The SLA ladder goes on from the first seed's run: a step per level (settle, then measure).
     ladder_s = 0.0
+    overload_s = 0.0  # seconds x excess rate over what the threads reached: requests left in queues
     if with_sla and spec.sla is not None:
-        step = spec.sla.step if spec.sla.step is not None else (duration_ns or spec.duration) - spec.warmup
-        ladder_s = sum(max(1.0, lv) for lv in spec.sla.levels) * (spec.sla.settle + step) / 1e9  # arrivals scale with the level
+        step_s = ((spec.sla.step if spec.sla.step is not None else (duration_ns or spec.duration) - spec.warmup)
+                  + spec.sla.settle) / 1e9
+        ladder_s = sum(max(1.0, lv) for lv in spec.sla.levels) * step_s  # arrivals scale with the level
+        overload_s = sum(max(0.0, lv - 1.0) for lv in spec.sla.levels) * step_s
     events = 0.0
     memory = 0.0
     runs = 0
@@ -95,6 +98,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
             per_s += p.replicas * _pod_events_per_s(pr, p.threads, machine, share)
             if pr.requests is not None and pr.requests.mode == "open":
                 queued += p.replicas * pr.requests.rate_per_s * dur_s
+            # Levels above 1 offer more than the threads reached: the queue grows by the excess.
+            queued += overload_s * p.replicas * p.threads * _closed_requests_per_s(pr, machine, share)
         n = spec.replications
         runs += n
         events += (n * dur_s + ladder_s) * per_s
@@ -110,21 +115,29 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
 
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:
     """Events per simulated second of one pod: its threads' slices and wake-ups, its requests, its pauses."""
-    per_thread = EVENTS_PER_THREAD_S
+    per_thread = max(EVENTS_PER_THREAD_S, EVENTS_PER_REQUEST * _closed_requests_per_s(pr, machine, share))
     req = pr.requests
-    if req is not None and req.mode == "closed":
-        # The fastest a thread can go: its share of a CPU, memory at idle latency.
-        mlp = machine.stream_mlp if pr.mlp == "hardware" else min(float(pr.mlp), machine.thread_mlp)
-        stall = pr.dependent_fraction + (1.0 - pr.dependent_fraction) / max(mlp, 1.0)
-        op_s = (pr.cycles_per_op / machine.spec.frequency_ghz
-                + pr.llc_misses_per_op * machine.spec.local_latency_ns * stall) / 1e9
-        per_thread = max(per_thread, EVENTS_PER_REQUEST / (req.think_ms / 1e3 + req.ops * op_s / share))
     per_s = threads * per_thread
     if req is not None and req.mode == "open":
         per_s += EVENTS_PER_REQUEST * req.rate_per_s  # arrivals, whether or not the threads keep up
     if pr.pause_interval_ms is not None:
         per_s += 2.0 * (threads + 1) / (pr.pause_interval_ms / 1e3)  # every thread blocks and wakes
     return per_s
+
+
+def _closed_requests_per_s(pr: WorkloadProfile, machine: Machine, share: float) -> float:
+    """The most requests per second a thread of a closed-loop profile can finish (0 for others).
+
+    The fastest a thread can go: its share of a CPU, memory at idle latency.
+    """
+    req = pr.requests
+    if req is None or req.mode != "closed":
+        return 0.0
+    mlp = machine.stream_mlp if pr.mlp == "hardware" else min(float(pr.mlp), machine.thread_mlp)
+    stall = pr.dependent_fraction + (1.0 - pr.dependent_fraction) / max(mlp, 1.0)
+    op_s = (pr.cycles_per_op / machine.spec.frequency_ghz
+            + pr.llc_misses_per_op * machine.spec.local_latency_ns * stall) / 1e9
+    return 1.0 / (req.think_ms / 1e3 + req.ops * op_s / share)
 
 
 def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str) -> None:

@@ -109,6 +109,8 @@ def _java(**fields) -> dict:
     (_java(requests={"mode": "open", "rate_per_s": 1e9, "ops": 1000}), "--max-work", ["estimated"]),
     (_java(requests={"mode": "closed", "think_ms": 0, "ops": 1e-6}), "--max-work", ["estimated"]),
     (_java(pause_interval_ms=1e-6, pause_ms=1e-6), "--max-work", ["estimated"]),
+    # An SLA ladder whose steps last for days, at twice the rate the threads can take.
+    ({"sla": {"targets_ms": [50], "levels": [0.5, 2.0], "step": "1e6s"}}, "--max-work", ["estimated"]),
 ])
 def test_runs_over_budget_are_refused_before_they_start(tmp_path, capsys, changes, flag, words):
     p = scenario(tmp_path, **changes)
