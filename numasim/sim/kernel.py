@@ -21,6 +21,7 @@ sleeps, wake-ups and moves make to the load on the memory system.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import traceback
 from array import array
@@ -301,7 +302,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             policy=self.policy.name,
             duration_ns=self.duration_ns,
             warmup_ns=self.warmup_ns,
-            pods=self.pods,
+            pods=[copy.copy(p) for p in self.pods],  # their status as of now, whatever comes after
             thread_pod=np.array(self.t_pod, dtype=np.int64),
             sample_times=self._sample_times[: self._n_samples].copy(),
             samples=samples,
