@@ -76,8 +76,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     ladder_s = 0.0
     overload_s = 0.0  # seconds x excess rate over what the threads reached: requests left in queues
     if with_sla and spec.sla is not None:
-        step_s = ((spec.sla.step if spec.sla.step is not None else (duration_ns or spec.duration) - spec.warmup)
-                  + spec.sla.settle) / 1e9
+        step_s = (spec.sla.step_ns((duration_ns or spec.duration) - spec.warmup) + spec.sla.settle) / 1e9
         ladder_s = sum(max(1.0, lv) for lv in spec.sla.levels) * step_s  # arrivals scale with the level
         overload_s = sum(max(0.0, lv - 1.0) for lv in spec.sla.levels) * step_s
     events = 0.0

@@ -101,7 +101,7 @@ def _run_job(scenario: Scenario, label: str, seed: int, duration: int | None,
         spec = scenario.spec
         assert spec.sla is not None
         end = spec.duration if duration is None else duration
-        rungs = climb(sim, metrics, spec.sla, end, spec.sla.step or end - spec.warmup)
+        rungs = climb(sim, metrics, spec.sla, end, spec.sla.step_ns(end - spec.warmup))
     return metrics, trace if keep_trace else None, rungs
 
 

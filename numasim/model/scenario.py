@@ -77,6 +77,10 @@ class SlaSpec(Spec):
         default=parse_duration("1s"), ge=0,
         description="time at each new level before its response times count (the queues adjust to the new rate)")
 
+    def step_ns(self, window_ns: int) -> int:
+        """How long each level is measured, for a run whose measurement window is ``window_ns``."""
+        return self.step if self.step is not None else window_ns
+
     @model_validator(mode="after")
     def _distinct(self) -> "SlaSpec":
         for name in ("targets_ms", "levels"):
