@@ -165,6 +165,6 @@ def test_kswapd_takes_cpu_time_only_when_its_node_has_no_idle_cpu(threads, pays)
         assert not added.any()  # 4 threads on 8 CPUs: it runs on an idle one
     else:
         cpu = min(range(8), key=lambda c: sim.nr[c])
-        on = sim.rq[cpu]
+        on = sim._runqueue(cpu)
         assert added.sum() == pytest.approx(1e6)  # all of it, from one CPU's threads
         assert set(np.flatnonzero(added)) == set(on) and np.allclose(added[on], 1e6 / len(on))

@@ -11,8 +11,12 @@ import math
 
 import numpy as np
 
+from . import core
+from .memory import CHUNK
 from .state import TOUCH, WORK
 from .trace import PodInstance
+
+TOUCH_STEP = 32 * CHUNK  # bytes a thread first-touches between two of its events (64 MiB)
 
 __all__ = ["CpuRuntime"]
 
@@ -22,46 +26,42 @@ CFS_PERIOD_NS = 100_000_000  # cpu.cfs_period_us default (Documentation/schedule
 class CpuRuntime:
     def _set_cpu(self, tid: int, cpu: int) -> None:
         self.t_cpu[tid] = cpu
-        self.v_thread_cpu[tid] = cpu
 
     def _enqueue(self, tid: int, cpu: int) -> None:
-        self._set_cpu(tid, cpu)
-        self.t_active[tid] = True
-        self.v_thread_active[tid] = True
-        n = self.nr[cpu] + 1
-        self.nr[cpu] = n
-        self.v_nr_running[cpu] = n
-        self.rq[cpu].append(tid)
+        self._slices_for(cpu)
+        core.enqueue(self._I, self._B, self._CI, tid, cpu)
 
     def _dequeue(self, tid: int) -> None:
-        cpu = self.t_cpu[tid]
-        self.t_active[tid] = False
-        self.v_thread_active[tid] = False
-        n = self.nr[cpu] - 1
-        self.nr[cpu] = n
-        self.v_nr_running[cpu] = n
-        self.rq[cpu].remove(tid)
-        self.r_share[tid] = 0.0
-        self.r_cap[tid] = 0.0
+        core.dequeue(self._F, self._I, self._B, self._CI, tid)
+
+    def _runqueue(self, cpu: int) -> list[int]:
+        """The threads queued on ``cpu``, in the order they arrived."""
+        out = []
+        nxt = self.rq_next
+        t = self.rq_head[cpu]
+        while t >= 0:
+            out.append(t)
+            t = nxt[t]
+        return out
 
     def _on_cpus(self, cpus: list[int]) -> list[int]:
-        """Threads queued on ``cpus`` or, with SMT, on their siblings."""
-        rq = self.rq
-        if self._smt:
-            cpus = sorted({s for c in cpus for s in self._core_of[c]})
-        elif len(cpus) == 1:
-            return list(rq[cpus[0]])
-        else:
-            cpus = sorted(set(cpus))
-        return [t for c in cpus for t in rq[c]]
+        """Threads queued on ``cpus`` or, with SMT, on their siblings (by CPU, in runqueue order)."""
+        if not self._smt and len(cpus) == 1:
+            return self._runqueue(cpus[0])
+        ids = np.array(cpus, dtype=np.int64)
+        out = self._scratch_tids
+        k = core.gather(self._I, self._CI, self._core_cpus, ids, ids.size, self._smt, out)
+        return out[:k].tolist()
 
     def _block(self, tid: int) -> None:
-        """Take a running thread off its runqueue; an idle CPU then asks the policy for work."""
+        """Take a running thread off its runqueue (:func:`numasim.sim.core.block`); an idle CPU then asks the policy for work."""
         cpu = self.t_cpu[tid]
-        self._integrate(self._on_cpus([cpu]))
-        self._dequeue(tid)
-        self.t_gen[tid] += 1
-        self._update_cpus([cpu], integrated=True)
+        self._ctl[core.NOW] = self.env.now
+        need = core.block(*self._core_args, tid, 0)
+        if need == core.NEEDS_TOUCH:
+            self._after_core()
+            need = core.block(*self._core_args, tid, 1)
+        self._reshare_finish(need)
         if self.nr[cpu] == 0:
             for d in self.policy.idle(cpu, self.view):
                 self._apply(d)
@@ -88,67 +88,101 @@ class CpuRuntime:
         self._check_place(tid, cpu, "wake")
         prev = self.t_cpu[tid]
         self.c_wakeups[tid] += 1
-        self._integrate([tid] + self._on_cpus([cpu]))
+        self._ctl[core.NOW] = self.env.now
+        if core.wake(*self._core_args, tid, cpu):
+            self._after_core()
         if cpu != prev:
             self._charge_move(tid, prev, cpu)
         if self.q_throttled[self.t_pod[tid]]:
             self._set_cpu(tid, cpu)
             self.t_held[tid] = True
             return
-        self._enqueue(tid, cpu)
-        self._update_cpus([cpu], integrated=True)
+        self._slices_for(cpu)
+        self._reshare_finish(core.enqueue_reshare(*self._core_args, tid, cpu))
 
     def _update_cpus(self, cpus: list[int], integrated: bool = False) -> None:
-        """Recompute the CPU shares of the threads on ``cpus``.
+        """Recompute the CPU shares of the threads on ``cpus`` and when their bursts end
+        (:func:`numasim.sim.core.reshare`).
 
         Their progress must be integrated up to now first: by the caller, before it
         changed the runqueues (``integrated=True``), or here.
         """
         if not cpus:
             return
-        tids = self._on_cpus(cpus)
-        if not integrated:
-            self._integrate(tids)
-        if not tids:
-            return
-        self._set_caps(tids)
-        self._reschedule(tids)
+        n = len(cpus)
+        s, ctl = self._scratch.s, self._ctl
+        s[core.S_IN, :n] = cpus
+        ctl[core.N_IN] = n
+        ctl[core.NOW] = self.env.now
+        ctl[core.INTEGRATED] = integrated
+        self._reshare_finish(core.reshare(*self._core_args, 0))
+
+    def _reshare_finish(self, need: int) -> None:
+        """Give :func:`numasim.sim.core.reshare` what it stopped for, until it is done; then CFS quotas."""
+        self._reshare_needs(need)
         if self._has_quota:
-            for p in {self.t_pod[t] for t in tids}:
-                if self.q_quota[p] != math.inf:
-                    self._quota_schedule(p)
+            self._quotas()
+
+    def _reshare_needs(self, need: int) -> None:
+        """Give :func:`numasim.sim.core.reshare` what it stopped for, until it is done."""
+        s, sf, ctl = self._scratch.s, self._scratch.sf, self._ctl
+        while need:
+            self._after_core()
+            if need == core.NEEDS_TAU:
+                self._set_tau(s[core.S_NEED, :ctl[core.N_NEED]].copy())
+            elif need == core.NEEDS_SMT:
+                n = int(ctl[core.N_TIDS])
+                sf[core.SF_FACT, :n] = self._smt_factors(s[core.S_TIDS, :n].tolist())
+            need = core.reshare(*self._core_args, int(ctl[core.STAGE]))
+        self._after_core()
+
+    def _quotas(self) -> None:
+        """Reschedule the quota ends of the pods whose threads were just reshared (``s[S_TIDS]``)."""
+        s, ctl = self._scratch.s, self._ctl
+        for p in {self.t_pod[t] for t in s[core.S_TIDS, :ctl[core.N_TIDS]].tolist()}:
+            if self.q_quota[p] != math.inf:
+                self._quota_schedule(p)
+
+    def _after_core(self) -> None:
+        """Do what the compiled functions left to Python, in order: the timeouts to create (thread
+        events, wake-ups), the memory to first-touch; and log the response times."""
+        ctl = self._ctl
+        s = self._scratch.s
+        k = ctl[core.N_ARM]
+        if k:
+            ctl[core.N_ARM] = 0
+            now = self.env.now
+            for when, tid in zip(s[core.S_ARM, :k].tolist(), s[core.S_ARM_KIND, :k].tolist()):
+                if tid < 0:
+                    self.env.timeout(when - now).callbacks.append(self._fire)
+                else:  # a closed-mode thread thinks before its next request
+                    think = self.p_think[tid]
+                    step = max(int(self.rng.exponential(think)), 1) if think > 0 else 1
+                    self.env.timeout(step).callbacks.append(lambda _e, t=tid: self._wake(t))
+        k = ctl[core.N_TOUCH]
+        if k:
+            ctl[core.N_TOUCH] = 0
+            for tid, nbytes in zip(s[core.S_TOUCH, :k].tolist(), self._scratch.sf[core.SF_TOUCH, :k].tolist()):
+                self._touch(tid, nbytes)
+        k = ctl[core.N_LAT]
+        if k:
+            ctl[core.N_LAT] = 0
+            add = self.latencies.add
+            for pod, now, ns in zip(s[core.S_LAT_POD, :k].tolist(), s[core.S_LAT_NOW, :k].tolist(),
+                                    s[core.S_LAT_NS, :k].tolist()):
+                add(pod, now, ns)
 
     def _set_caps(self, tids: list[int]) -> None:
-        """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed."""
-        nr, t_cpu, cpu_node, lat = self.nr, self.t_cpu, self._cpu_node, self._lmat_diag
-        refill, stall, tau, share, slices = self._refill_lines, self.p_stall, self.r_tau, self.r_share, self._slices
-        switch_ns = self._switch_ns
-        need_tau = []
-        effs = []
-        for tid in tids:
-            c = t_cpu[tid]
-            n = nr[c]
-            eff = 1.0
-            if n > 1:
-                # A switched-in thread first refills its cache footprint (up to the L2) from memory.
-                cost = switch_ns + refill[tid] * lat[cpu_node[c]] * stall[tid]
-                sl = slices.get(n)
-                if sl is None:
-                    sl = self._slice(n)
-                eff = sl / (sl + cost) if sl > 0 else 1.0
-            share[tid] = 1.0 / n
-            effs.append(eff)
-            if tau[tid] == math.inf:
-                need_tau.append(tid)
-        if need_tau:
-            self._set_tau(np.array(need_tau))
-        cap = self.r_cap
-        if self._smt:
-            for tid, eff, f in zip(tids, effs, self._smt_factors(tids)):
-                cap[tid] = share[tid] * eff * f
-        else:
-            for tid, eff in zip(tids, effs):
-                cap[tid] = share[tid] * eff
+        """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed
+        (:func:`numasim.sim.core.shares`, :func:`numasim.sim.core.capacities`)."""
+        ids = np.array(tids, dtype=np.int64)
+        eff = np.empty(ids.size)
+        need = np.empty(ids.size, dtype=np.int64)
+        k = core.shares(self._F, self._I, self._CF, self._CI, self._slice_ns, self._switch_ns, ids, ids.size, eff, need)
+        if k:
+            self._set_tau(need[:k].copy())
+        fact = np.array(self._smt_factors(tids)) if self._smt else eff
+        core.capacities(self._F, ids, ids.size, eff, fact, self._smt)
 
     def _smt_factors(self, tids: list[int]) -> list[float]:
         """Speed of each thread with its core's busy siblings, relative to the core alone.
@@ -177,7 +211,7 @@ class CpuRuntime:
         count with the average shares of their runqueue.
         """
         m = self.machine
-        nr, t_cpu, rq = self.nr, self.t_cpu, self.rq
+        nr, t_cpu, rq = self.nr, self.t_cpu, self._runqueue
         cshare, ishare, smt_r, pipe = self.r_cshare, self.r_ishare, self.p_smt_r, self.p_pipe
         memo: dict[int, tuple[float, int]] = {}
         out = []
@@ -193,7 +227,7 @@ class CpuRuntime:
             if key not in memo:
                 terms = []
                 for sib in sibs:
-                    q = rq[sib]
+                    q = rq(sib) if nr[sib] else None
                     if q:
                         a = sum(cshare[t] for t in q) / len(q)
                         b = sum(ishare[t] * smt_r[t][k] for t in q) / len(q)
@@ -206,10 +240,14 @@ class CpuRuntime:
             out.append(1.0 / (a * s + b * r + 1.0 - a - b))
         return out
 
-    def _slice(self, n: int) -> float:
-        if n not in self._slices:
-            self._slices[n] = float(self.policy.slice_ns(n))
-        return self._slices[n]
+    def _slices_for(self, cpu: int) -> None:
+        """Ask the policy for its time slice with one thread more on ``cpu`` than now, if not asked yet."""
+        n = self.nr[cpu] + 1
+        known = self._slice_ns.size - 1
+        if n > known:
+            more = [float(self.policy.slice_ns(k)) for k in range(known + 1, n + 1)]
+            self._slice_ns = np.concatenate([self._slice_ns, more])
+            self._set_core_args()
 
     def _pod_cpu(self, p: int) -> float:
         """CPU time the pod's threads have used so far, ns (integrated to now)."""

@@ -7,9 +7,9 @@ methods share (see docs/architecture.md).
 from __future__ import annotations
 
 
-import math
 
 from ..errors import PolicyError
+from . import core
 from .cpu import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -62,6 +62,7 @@ class Drivers:
                 elif i == 0:
                     plan.append([rid, mine])
                 self.t_touch_plan[tid] = [p for p in plan if p[1] > 0]
+                self.t_plan_left[tid] = sum(p[1] for p in self.t_touch_plan[tid])
                 if adm.affinity is not None:
                     aff = adm.affinity[index[tid]]
                     self._check_cpus(aff, adm)
@@ -83,6 +84,7 @@ class Drivers:
             if adm.cpu_quota < pod.threads:  # otherwise the limit can never bind
                 self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
                 self._has_quota = True
+                self._ctl[core.QUOTA] = 1
                 self.env.process(self._bandwidth(pod))
 
     def _start_thread(self, tid: int) -> None:
@@ -131,20 +133,14 @@ class Drivers:
         self.t_req_left[tid] = self.p_req_ops[tid]
         return True
 
-    def _complete(self, tid: int) -> None:
-        """The thread finished its request: record the response time, then think or take the next."""
-        now = self.env.now
-        self.latencies.add(self.t_pod[tid], now, now - self.t_req_arrival[tid])
-        self.t_req_left[tid] = math.inf
-        if self.p_req_mode[tid] == 2 and self._take_request(tid):
+    def _complete_open(self, tid: int) -> None:
+        """An open-mode thread finished its request (its response time is logged): the next in the
+        queue, or wait for one. (Closed mode is :func:`numasim.sim.core.fire`'s.)"""
+        if self._take_request(tid):
             self._reschedule((tid,))
             return
         self.t_waiting[tid] = True
         self._block(tid)
-        if self.p_req_mode[tid] == 1:
-            think = max(int(self.rng.exponential(self.p_think[tid])), 1) if self.p_think[tid] > 0 else 1
-            ev = self.env.timeout(think)
-            ev.callbacks.append(lambda _e, t=tid: self._wake(t))
 
     def _open_arrivals(self, pod: PodInstance):
         """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""

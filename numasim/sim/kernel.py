@@ -22,7 +22,6 @@ sleeps, wake-ups and moves make to the load on the memory system.
 from __future__ import annotations
 
 import copy
-import heapq
 import traceback
 from array import array
 from pathlib import Path
@@ -40,11 +39,13 @@ from ..policies.api import (
     PAGE,
     Policy,
 )
-from .memory import CHUNK, Memory
+from .memory import Memory
 from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
+from . import core
+from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
-from .cpu import CpuRuntime
+from .cpu import TOUCH_STEP, CpuRuntime
 from .decisions import Decisions, _int
 from .drivers import Drivers
 from .pages import PageRuntime
@@ -55,7 +56,7 @@ from .view import SimView
 __all__ = ["Simulation"]
 
 MAX_EAGER_TICKS = 10_000
-TOUCH_STEP = 32 * CHUNK  # bytes a thread first-touches between two of its events (64 MiB)
+
 
 
 class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
@@ -122,17 +123,13 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         for proc, members in enumerate(self.proc_tids):
             for t in members:
                 self.t_proc[t] = proc
-        # Per-thread state is kept in Python lists: the event path reads and writes one
-        # value at a time, and a numpy scalar access costs 5-7x a list's
-        # (docs/performance.md). Code that works on many threads at once converts with
-        # ``np.asarray``. The View's arrays are numpy mirrors written alongside
-        # (``v_thread_cpu``, ``v_thread_active``, ``v_nr_running``).
+        # Per-thread and per-CPU numbers are built as lists here, then moved into a Store
+        # (see core.THREAD_FIELDS): memoryviews for the event path's one-at-a-time reads and
+        # writes, numpy arrays over the same memory for whole-array code and the View.
         self.t_pod = [p.index for p in pods for _ in p.tids]
         self.t_cpu = [-1] * nt
         self.t_phase = [NEW] * nt
         self.t_active = [False] * nt
-        self.v_thread_cpu = np.full(nt, -1, dtype=np.int64)
-        self.v_thread_active = np.zeros(nt, dtype=bool)
         self.t_affinity: list[frozenset[int] | None] = [None] * nt
         self.t_private = [-1] * nt
         self.t_touch_plan: list[list[list[int]]] = [[] for _ in range(nt)]  # [[rid, bytes left], ...]
@@ -181,7 +178,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._touch_turn: dict[int, int] = {}  # per process: the next thread whose node takes a chunk (private_touch: pod)
         self.p_footprint = [float(pr.cache_footprint_mib * 2**20) for pr in prof]
         # Lines a thread refills when it is switched back in (its footprint, up to the L2).
-        self._refill_lines = [min(f, machine.spec.l2_kib * 1024) / LINE for f in self.p_footprint]
+        self.refill_lines = [min(f, machine.spec.l2_kib * 1024) / LINE for f in self.p_footprint]
         self._switch_ns = machine.spec.context_switch_ns
         self._smt = machine.smt
         reqs = [pr.requests for pr in prof]
@@ -197,7 +194,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
                        for req in (pod.profile.requests for pod in pods)]
         self.p_waker_pod = [pr.waker == "pod" for pr in prof]
         self.nr = [0] * machine.n_cpus
-        self.v_nr_running = np.zeros(machine.n_cpus, dtype=np.int64)
         # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
         spec = machine.spec
         self.f_max = spec.frequency_ghz
@@ -205,7 +201,10 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.f_cpu = np.full(machine.n_cpus, self.f_min if spec.governor == "powersave" else self.f_max)
         self._util = np.zeros(machine.n_cpus)  # schedutil's decaying utilisation per CPU
         self._busy_seen = np.zeros(machine.n_cpus)
-        self.rq: list[list[int]] = [[] for _ in range(machine.n_cpus)]
+        self.rq_next = [-1] * nt  # runqueues: linked lists through the threads (numasim.sim.core)
+        self.rq_prev = [-1] * nt
+        self.rq_head = [-1] * machine.n_cpus
+        self.rq_tail = [-1] * machine.n_cpus
         self._core_of = [machine.core_cpus[int(machine.cpu_core[c])] for c in range(machine.n_cpus)]
         self._cpu_node = machine.cpu_node.tolist()
         self._cpu_llc = machine.cpu_llc.tolist()
@@ -213,8 +212,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         # Cache-to-cache transfers by level: the same core, the same LLC, then by node.
         self._c2c_smt, self._c2c_llc = spec_c2c = machine.spec.c2c_smt_ns, machine.spec.c2c_llc_ns
         self._c2c_levels = machine.spec.cores_per_llc is not None or any(v is not None for v in spec_c2c)
-        self._slices: dict[int, float] = {}
+        self._slice_ns = np.zeros(2)  # the policy's time slice by threads on a CPU (from 2 on)
         self.t_shared_rid = [0] * nt
+        self.t_plan_left = [0.0] * nt  # bytes still to first-touch (the sum of t_touch_plan's)
 
         # Cumulative counters.
         self.c_ops = [0.0] * nt
@@ -223,7 +223,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.c_miss = [0.0] * nt
         self.c_miss_local = [0.0] * nt
         self.c_miss_node = np.zeros((nt, n))
-        self._miss_pending = [0.0] * nt  # misses not yet spread over c_miss_node's nodes
+        self.miss_pending = [0.0] * nt  # misses not yet spread over c_miss_node's nodes
         self.c_moves = [0] * nt
         self.c_xmoves = [0] * nt
         self.c_wakeups = [0] * nt
@@ -231,6 +231,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.c_numa_moves = [0] * nt
         self.c_kernel_ns = [0.0] * nt
         self.c_cpu_busy = [0.0] * machine.n_cpus
+        self.lat_local = [0.0] * machine.n_cpus  # the loaded latency of each CPU's own node (set below)
         self.c_pages_moved = np.zeros(len(pods))
         self.c_promoted = np.zeros(len(pods))  # bytes moved from a CPU-less (slower) node to a CPU node
         self.c_demoted = np.zeros(len(pods))  # and back
@@ -252,11 +253,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.r_cap = [0.0] * nt  # full-core ns of work per wall ns
         self.r_tau = [math.inf] * nt  # full-core ns per operation
         self.r_access = np.zeros((nt, n))
-        self.r_local = np.ones(nt)  # the View's array; the event path reads the list below
-        self._local = [1.0] * nt
+        self.local = [1.0] * nt  # share of each thread's misses its own node serves
         self.r_latency = np.zeros(nt)
         self._lmat = machine.latency.copy()
-        self._lmat_diag = np.diag(self._lmat).tolist()
         self.r_node_load = np.zeros(n)  # bytes/ns on each memory node at the last solve
         self.r_node_util = np.zeros(n)
         self.r_link_load = np.zeros((n, n))  # node-to-node flows, bytes/ns
@@ -274,8 +273,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._solve_at = -1  # the instant a solve is pending for
 
         self._flows: dict[int, dict] = {}
-        self._heap: list[tuple[int, int, int]] = []  # (time, tid, generation)
-        self._timer_at: int | None = None
         self._tick_wakeup = self.env.event()
         self.placements = array("q")  # (time, tid, cpu) triples, 24 bytes each
         self.affinity_log: list[tuple[int, int, frozenset[int] | None]] = []
@@ -284,6 +281,49 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._sample_times = np.zeros(0, dtype=np.int64)  # set by the sampler
         self._samples: dict[str, NDArray] = {}  # one array per quantity, a row per sample time
         self._n_samples = 0
+
+        self._to_store(nt, machine.n_cpus)
+
+    def _to_store(self, nt: int, ncpu: int) -> None:
+        """Move the per-thread and per-CPU lists into typed buffers (:class:`Store`)."""
+        fields = {name: getattr(self, name) for group in core.THREAD_FIELDS for name in group}
+        self.store = Store(nt, *core.THREAD_FIELDS)
+        for name, values in fields.items():
+            setattr(self, name, self.store.fill(name, values))
+        cpu_fields = {name: getattr(self, name) for group in core.CPU_FIELDS for name in group}
+        self.cpu_store = Store(ncpu, *core.CPU_FIELDS)
+        for name, values in cpu_fields.items():
+            setattr(self, name, self.cpu_store.fill(name, values))
+        # The View's arrays and whole-array code: the same memory as numpy arrays.
+        self.v_thread_cpu = self.store.array("t_cpu")
+        self.v_thread_active = self.store.array("t_active")
+        self.v_nr_running = self.cpu_store.array("nr")
+        self.r_local = self.store.array("local")
+        # What the compiled kernels (numasim.sim.core) take: the buffers, constants, scratch.
+        self._F, self._I, self._B = self.store.f, self.store.i, self.store.b
+        self._CF, self._CI = self.cpu_store.f, self.cpu_store.i
+        ways = max(len(c) for c in self.machine.core_cpus)
+        self._core_cpus = np.full((ncpu, ways), -1, dtype=np.int64)
+        for c in range(ncpu):
+            sibs = self._core_of[c]
+            self._core_cpus[c, :len(sibs)] = sibs
+        self._scratch = core.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP))
+        self._ctl = self._scratch.ctl
+        self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
+        self._set_lat_local()
+        self._set_core_args()
+
+    def _set_core_args(self) -> None:
+        """The arguments every compiled entry point of numasim.sim.core takes first."""
+        sc = self._scratch
+        self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
+                           sc.s, sc.sf, sc.ctl, sc.heap)
+
+    def _set_lat_local(self) -> None:
+        """Each CPU's own node's loaded latency, from the latency matrix of the last solve."""
+        self._lat_diag = np.diag(self._lmat).copy()
+        self._lmat_diag = self._lat_diag.tolist()
+        self._CF[core.CF_LAT] = self._lat_diag[self.machine.cpu_node]
 
     @property
     def now(self) -> int:
@@ -376,87 +416,51 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
     def _event(self, kind: str, text: str) -> None:
         self.events.append((self.now, kind, text))
 
-    def _on_thread_event(self, tid: int, gen: int) -> None:
-        if gen != self.t_gen[tid] or not self.t_active[tid]:
-            return
-        self._integrate_one(tid)
-        if self.t_phase[tid] == TOUCH:
-            if sum(p[1] for p in self.t_touch_plan[tid]) < PAGE:
-                self._touch(tid, float(PAGE))
-            if not self.t_touch_plan[tid] and self.t_phase[tid] == TOUCH:
-                self._finish_touch(tid)
-            else:
-                self._reschedule((tid,))
-            return
-        if self.t_req_left[tid] > 1e-6:
+    def _touch_step(self, tid: int) -> None:
+        """A thread's start-up touch step ended (it is up to now): touch on, or start working."""
+        if self.t_plan_left[tid] < PAGE:
+            self._touch(tid, float(PAGE))
+        if not self.t_touch_plan[tid] and self.t_phase[tid] == TOUCH:
+            self._finish_touch(tid)
+        else:
             self._reschedule((tid,))
-            return
-        self._complete(tid)
 
     def _reschedule(self, tids) -> None:
-        """Schedule each thread's next own event: end of its touch, or of its burst."""
-        now = self.env.now
-        gen, active, phase, cap_of = self.t_gen, self.t_active, self.t_phase, self.r_cap
-        debt, tau, req_left = self.t_debt, self.r_tau, self.t_req_left
-        heap = self._heap
-        for tid in tids:
-            g = gen[tid] + 1
-            gen[tid] = g
-            if not active[tid]:
-                continue
-            cap = cap_of[tid]
-            if cap <= 0.0:
-                continue
-            if phase[tid] == TOUCH:
-                # First touch advances in steps, so that threads touching at once share a node
-                # that fills up the way page faults interleave, not one whole region after another.
-                left = min(sum(p[1] for p in self.t_touch_plan[tid]), TOUCH_STEP)
-                eta = (debt[tid] + left * tau[tid] / LINE) / cap
-            else:
-                req = req_left[tid]
-                if req == math.inf:
-                    continue
-                eta = (debt[tid] + (0.0 if 0.0 > req else req) * tau[tid]) / cap  # noqa: FURB136 (max() is a call per event)
-            if eta == math.inf or eta != eta:
-                continue
-            step = math.ceil(eta)
-            heapq.heappush(heap, (now + (step if step > 1 else 1), tid, g))  # noqa: FURB136
-        if len(heap) > 2 * len(gen) + 64:
-            # Superseded entries are dropped when they reach the top; when they make up
-            # most of the heap, all at once (each thread has at most one live entry).
-            heap[:] = [e for e in heap if e[2] == gen[e[1]]]
-            heapq.heapify(heap)
-        self._arm()
+        """Schedule each thread's next own event: end of its touch, or of its burst (:func:`numasim.sim.core.reschedule`)."""
+        ids = np.array(tids, dtype=np.int64)
+        self._ctl[core.NOW] = self.env.now
+        core.reschedule(self._F, self._I, self._B, ids, ids.size, self._scratch.kf, self._scratch.s, self._ctl,
+                        self._scratch.heap)
+        self._after_core()
 
     def _arm(self) -> None:
-        """Make sure a simpy timeout is pending for the earliest thread event.
-
-        Thread events (the end of a burst or of a start-up touch) wait in a heap
-        and are superseded whenever a thread's share changes; only the earliest
-        valid one has a timeout in the environment, so superseded ones cost a
-        heap entry, not a simulated event.
-        """
-        heap = self._heap
-        while heap and heap[0][2] != self.t_gen[heap[0][1]]:
-            heapq.heappop(heap)
-        if not heap:
-            return
-        when = heap[0][0]
-        if self._timer_at is not None and self._timer_at <= when:
-            return
-        self._timer_at = when
-        ev = self.env.timeout(when - self.now)
-        ev.callbacks.append(self._fire)
+        """Make sure a simpy timeout is pending for the earliest thread event (:func:`numasim.sim.core.arm`)."""
+        core.arm(self._I, self._scratch.s, self._ctl, self._scratch.heap)
+        self._after_core()
 
     def _fire(self, _ev: simpy.Event) -> None:
-        now = self.now
-        if self._timer_at is not None and self._timer_at <= now:
-            self._timer_at = None
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, tid, gen = heapq.heappop(heap)
-            self._on_thread_event(tid, gen)
-        self._arm()
+        """The thread events due now (:func:`numasim.sim.core.fire`), and what they need of Python."""
+        now = self.env.now
+        ctl = self._ctl
+        if 0 <= ctl[core.TIMER_AT] <= now:
+            ctl[core.TIMER_AT] = -1
+        while True:
+            ctl[core.NOW] = now
+            code = core.fire(*self._core_args)
+            self._after_core()
+            if code == 0:
+                return
+            if code == core.EV_COMPLETE:
+                self._complete_open(int(ctl[core.TID]))
+            elif code == core.EV_TOUCH:
+                self._touch_step(int(ctl[core.TID]))
+            elif code == core.NEEDS_TAU or code == core.NEEDS_SMT:
+                self._reshare_needs(code)
+            elif code == core.NEEDS_QUOTA:
+                self._quotas()
+            elif code == core.NEEDS_IDLE:
+                for d in self.policy.idle(int(ctl[core.CPU]), self.view):
+                    self._apply(d)
 
 
 def _policy_frame(exc: BaseException, cls: type) -> str | None:

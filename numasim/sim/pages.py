@@ -44,6 +44,7 @@ class PageRuntime:
                 self._oom(exc)
                 return
             plan[0][1] -= take
+            self.t_plan_left[tid] -= take
             left -= take
             if plan[0][1] <= 0:
                 plan.pop(0)
@@ -111,6 +112,7 @@ class PageRuntime:
             self.t_held[tid] = False
             self.t_gen[tid] += 1
             self.t_touch_plan[tid] = []
+            self.t_plan_left[tid] = 0.0
             self.placements.extend((self.env.now, tid, -1))
         for rid, reg in enumerate(self.memory.regions):
             if reg.pod == pod.index:
@@ -160,7 +162,7 @@ class PageRuntime:
         cpu = min(cpus, key=lambda c: self.nr[c])
         if self.nr[cpu] == 0:
             return
-        here = list(self.rq[cpu])
+        here = self._runqueue(cpu)
         self._integrate(here)
         for t in here:
             self.t_debt[t] += cost_ns / len(here)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from . import core
 from .perf import LINE, RateInputs, solve_rates, thread_latency
 from .state import TOUCH, WORK
 
@@ -22,14 +23,20 @@ REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes wi
 
 class Rates:
     def _integrate(self, tids) -> None:
-        """Bring the counters of ``tids`` (any iterable of thread ids) up to now at their current rates."""
-        one = self._integrate_one
-        for tid in tids:  # a thread named twice integrates once: the second call finds dt = 0
-            one(tid)
+        """Bring the counters of ``tids`` (any iterable of thread ids) up to now at their current rates.
+
+        The arithmetic is :func:`numasim.sim.core.integrate`; memory first-touched
+        meanwhile is placed here, thread by thread in order. A thread named twice
+        integrates once: the second time finds no time passed.
+        """
+        ids = np.fromiter(tids, dtype=np.int64)
+        sc = self._scratch
+        if core.integrate(self._F, self._I, self._CF, ids, ids.size, self.env.now, sc.s, sc.sf, self._ctl):
+            self._after_core()
 
     def _flush_miss_node(self, tids) -> None:
         """Spread the misses counted since the access rows of ``tids`` last changed over the nodes."""
-        pending = self._miss_pending
+        pending = self.miss_pending
         due = [tid for tid in tids if pending[tid]]
         if len(due) == 1:
             tid = due[0]
@@ -39,44 +46,6 @@ class Rates:
             self.c_miss_node[rows] += np.array([pending[tid] for tid in due])[:, None] * self.r_access[rows]
         for tid in due:
             pending[tid] = 0.0
-
-    def _integrate_one(self, tid: int) -> None:
-        """Bring one thread's counters up to now, in scalar arithmetic."""
-        now = self.env.now
-        dt = now - self.t_last[tid]
-        if dt <= 0:
-            return
-        self.t_last[tid] = now
-        share = self.r_share[tid]
-        if share == 0.0:
-            return  # asleep, not started or dead: nothing accrues
-        cpu_ns = share * dt
-        self.c_cpu[tid] += cpu_ns
-        self.c_wait[tid] += (1.0 - share) * dt
-        self.c_cpu_busy[self.t_cpu[tid]] += cpu_ns
-        work = self.r_cap[tid] * dt
-        debt = self.t_debt[tid]
-        if debt > 0.0:
-            pay = min(debt, work)
-            self.t_debt[tid] = debt - pay
-            work -= pay
-        phase = self.t_phase[tid]
-        if phase == WORK:
-            ops = work / self.r_tau[tid]
-            self.c_ops[tid] += ops
-            self.t_req_left[tid] -= ops
-            miss = ops * self.p_misses[tid]
-            if miss > 0.0:
-                self.c_miss[tid] += miss
-                self.c_miss_local[tid] += miss * self._local[tid]
-                self._miss_pending[tid] += miss  # spread over nodes when the access row changes
-            grow = self.p_grow[tid]
-            if grow and self.t_touch_plan[tid] and work > 0.0:
-                # The thread's memory grows as it works: the new pages are first-touched where
-                # it ran since its last integration (its CPU changes only after one).
-                self._touch(tid, work * grow)
-        elif phase == TOUCH and work > 0.0:
-            self._touch(tid, work * LINE / self.r_tau[tid])
 
     def _access(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Share of each thread's misses that each node serves, from where its pages are."""
@@ -248,8 +217,7 @@ class Rates:
             tau = tau + np.where(group >= 0, self._lock_wait[np.maximum(group, 0)], 0.0)
         cshare = compute / tau
         ishare = memory * ind / tau
-        for tid, lo, ta, cs, si in zip(tids.tolist(), local.tolist(), tau.tolist(), cshare.tolist(), ishare.tolist()):
-            self._local[tid] = lo
+        for tid, ta, cs, si in zip(tids.tolist(), tau.tolist(), cshare.tolist(), ishare.tolist()):
             self.r_tau[tid] = ta
             self.r_cshare[tid] = cs
             self.r_ishare[tid] = si
@@ -325,7 +293,7 @@ class Rates:
                           m.chiplet_bandwidth, x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat, self._chiplet_wait = sol.x, sol.y, sol.lmat, sol.chiplet_wait
-        self._lmat_diag = np.diag(sol.lmat).tolist()
+        self._set_lat_local()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
         self.r_chiplet_util = sol.chiplet_util

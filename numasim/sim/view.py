@@ -70,7 +70,7 @@ class SimView:
 
     def runqueue(self, cpu: int) -> list[int]:
         """Threads queued on ``cpu``, in the order they arrived there."""
-        return list(self._sim.rq[cpu])
+        return self._sim._runqueue(cpu)
 
     def pod_memory(self) -> NDArray[np.int64]:
         """Bytes per pod (rows, by pod index) and node (columns)."""

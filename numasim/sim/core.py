@@ -1,0 +1,529 @@
+"""The CPU runtime's arithmetic, compiled: runqueues, progress of threads, CPU shares and burst ends.
+
+These functions work on the runtime's :class:`~numasim.sim.store.Store` buffers as numpy
+arrays, a row per field and a column per thread (``F`` floats, ``I`` ints, ``B`` flags) or
+per CPU (``CF``, ``CI``), and are compiled by numba (``@njit``); with
+``NUMBA_DISABLE_JIT=1`` the same code runs as plain Python (the test suite runs the
+engine both ways and compares). Each does, for several threads at once and in the
+order the Python runtime did it, what one runtime method did, so results are the
+same to the last bit. What needs Python objects (first-touching memory, the
+loaded-latency solve, SMT speeds, policies) is left to the caller: :func:`reshare`
+stops and says what it needs, and the caller goes on from that stage.
+
+Runqueues are doubly linked lists through the threads (``rq_next``, ``rq_prev``) with a
+head and a tail per CPU: O(1) to add a thread at the tail or take one out, and a walk
+gives the threads in the order they arrived, whatever the number of threads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .perf import LINE
+from .state import TOUCH, WORK
+
+__all__ = ["THREAD_FIELDS", "CPU_FIELDS", "Scratch", "integrate", "enqueue", "dequeue", "gather", "shares", "capacities",
+           "reshare", "reschedule", "arm", "heap_push", "heap_pop", "fire", "block", "wake", "enqueue_reshare"]
+
+# The numbers kept per thread and per CPU, by type: floats, ints, flags. A field's row is its place.
+THREAD_FIELDS = (
+    ("t_debt", "t_req_left", "p_cycles", "p_misses", "p_stall", "p_ind", "p_pipe", "p_writes", "p_coherence",
+     "p_lock_cycles", "p_lock_lines", "p_shared", "p_touch", "p_grow", "p_transient", "p_footprint", "refill_lines",
+     "p_req_ops", "p_think", "p_mlp", "c_ops", "c_cpu", "c_wait", "c_miss", "c_miss_local", "miss_pending",
+     "c_kernel_ns", "r_share", "r_cap", "r_tau", "r_cshare", "r_ishare", "local", "t_plan_left"),
+    ("t_pod", "t_cpu", "t_phase", "t_private", "t_req_arrival", "t_last", "t_gen", "t_shared_rid", "t_proc",
+     "p_req_mode", "c_moves", "c_xmoves", "c_wakeups", "c_faults", "c_numa_moves", "rq_next", "rq_prev"),
+    ("t_active", "t_waiting", "t_paused", "t_held", "p_waker_pod"),
+)
+CPU_FIELDS = (("c_cpu_busy", "lat_local"), ("nr", "rq_head", "rq_tail"), ())
+
+_F = {name: k for k, name in enumerate(THREAD_FIELDS[0])}
+_I = {name: k for k, name in enumerate(THREAD_FIELDS[1])}
+F_DEBT, F_REQ_LEFT, F_MISSES, F_STALL, F_GROW = _F["t_debt"], _F["t_req_left"], _F["p_misses"], _F["p_stall"], _F["p_grow"]
+F_REFILL, F_OPS, F_CPU, F_WAIT, F_MISS = _F["refill_lines"], _F["c_ops"], _F["c_cpu"], _F["c_wait"], _F["c_miss"]
+F_MISS_LOCAL, F_PENDING, F_SHARE, F_CAP, F_TAU = (_F["c_miss_local"], _F["miss_pending"], _F["r_share"],
+                                                   _F["r_cap"], _F["r_tau"])
+F_LOCAL, F_PLAN, F_THINK = _F["local"], _F["t_plan_left"], _F["p_think"]
+I_CPU, I_PHASE, I_LAST, I_GEN, I_NEXT, I_PREV = (_I["t_cpu"], _I["t_phase"], _I["t_last"], _I["t_gen"],
+                                                 _I["rq_next"], _I["rq_prev"])
+I_POD, I_ARRIVAL, I_MODE = _I["t_pod"], _I["t_req_arrival"], _I["p_req_mode"]
+B_ACTIVE, B_WAITING = THREAD_FIELDS[2].index("t_active"), THREAD_FIELDS[2].index("t_waiting")
+CF_BUSY, CF_LAT = 0, 1  # a CPU's busy time; the loaded local latency of its node
+CI_NR, CI_HEAD, CI_TAIL = 0, 1, 2
+_NEVER = 2.0**62  # ns, about 146 years: an end later than this is no end
+
+# Scratch rows (Scratch.s, ints; Scratch.sf, floats) and control slots (Scratch.ctl).
+S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_ARM_KIND, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS = range(10)
+SF_EFF, SF_TOUCH, SF_FACT = range(3)
+(N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
+ STAGE, N_LAT, QUOTA, CPU, LOG_CAP) = range(17)
+K_SWITCH, K_TOUCH_STEP = range(2)  # float constants (Scratch.kf)
+# What a function needs from the caller before it can go on (its return value; 0: done), and
+# what a thread's event needs (fire).
+NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, EV_COMPLETE, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH = range(1, 9)
+# Where fire takes up a thread's event again (ctl[PENDING]).
+_AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _BLOCK_IDLE = range(1, 6)
+
+
+class Scratch:
+    """Preallocated arrays the compiled functions take their requests from and write answers to,
+    and the heap of thread events (rows time, thread, generation)."""
+
+    def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float):
+        size = max(n_threads, n_cpus) + 1
+        self.s = np.zeros((10, 4 * size + 64), dtype=np.int64)
+        self.sf = np.zeros((3, 4 * size + 64))
+        self.ctl = np.zeros(17, dtype=np.int64)
+        self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
+        self.ctl[SMT] = int(smt)
+        self.ctl[TIMER_AT] = -1
+        self.heap = np.zeros((3, 2 * n_threads + 64), dtype=np.int64)
+        self.kf = np.array([switch_ns, touch_step])
+
+
+@njit(cache=True)
+def enqueue(I, B, CI, tid, cpu):
+    """Put ``tid`` at the tail of ``cpu``'s runqueue; returns the CPU's new count."""
+    I[I_CPU, tid] = cpu
+    B[B_ACTIVE, tid] = True
+    tail = CI[CI_TAIL, cpu]
+    I[I_PREV, tid] = tail
+    I[I_NEXT, tid] = -1
+    if tail >= 0:
+        I[I_NEXT, tail] = tid
+    else:
+        CI[CI_HEAD, cpu] = tid
+    CI[CI_TAIL, cpu] = tid
+    CI[CI_NR, cpu] += 1
+    return CI[CI_NR, cpu]
+
+
+@njit(cache=True)
+def dequeue(F, I, B, CI, tid):
+    """Take ``tid`` off its CPU's runqueue; it gets no share of any CPU."""
+    cpu = I[I_CPU, tid]
+    B[B_ACTIVE, tid] = False
+    prev, nxt = I[I_PREV, tid], I[I_NEXT, tid]
+    if prev >= 0:
+        I[I_NEXT, prev] = nxt
+    else:
+        CI[CI_HEAD, cpu] = nxt
+    if nxt >= 0:
+        I[I_PREV, nxt] = prev
+    else:
+        CI[CI_TAIL, cpu] = prev
+    I[I_PREV, tid] = -1
+    I[I_NEXT, tid] = -1
+    CI[CI_NR, cpu] -= 1
+    F[F_SHARE, tid] = 0.0
+    F[F_CAP, tid] = 0.0
+
+
+@njit(cache=True)
+def gather(I, CI, core_cpus, cpus, n, smt, out):
+    """The threads queued on ``cpus[:n]`` or, with ``smt``, on their cores' CPUs, by CPU and in
+    runqueue order, into ``out``; returns their number."""
+    if smt:
+        picked = np.empty(n * core_cpus.shape[1], dtype=np.int64)
+        m = 0
+        for j in range(n):
+            for s in core_cpus[cpus[j]]:
+                if s >= 0:
+                    picked[m] = s
+                    m += 1
+        order = np.unique(picked[:m])
+    elif n == 1:
+        order = cpus[:1]
+    else:
+        order = np.unique(cpus[:n])
+    k = 0
+    for c in order:
+        t = CI[CI_HEAD, c]
+        while t >= 0:
+            out[k] = t
+            k += 1
+            t = I[I_NEXT, t]
+    return k
+
+
+@njit(cache=True)
+def integrate(F, I, CF, tids, n, now, s, sf, ctl):
+    """Bring the counters of ``tids[:n]`` up to ``now`` at their current rates; returns how
+    many threads first-touched memory meanwhile.
+
+    That memory is not placed here: the threads and bytes are added, in order, to the
+    touch log (``s[S_TOUCH]``, ``sf[SF_TOUCH]``, ``ctl[N_TOUCH]``), which the caller
+    places before anything else happens. A thread named twice integrates once: the
+    second time finds no time passed.
+    """
+    k = ctl[N_TOUCH]
+    k0 = k
+    for j in range(n):
+        tid = tids[j]
+        dt = now - I[I_LAST, tid]
+        if dt <= 0:
+            continue
+        I[I_LAST, tid] = now
+        share = F[F_SHARE, tid]
+        if share == 0.0:
+            continue  # asleep, not started or dead: nothing accrues
+        cpu_ns = share * dt
+        F[F_CPU, tid] += cpu_ns
+        F[F_WAIT, tid] += (1.0 - share) * dt
+        CF[CF_BUSY, I[I_CPU, tid]] += cpu_ns
+        work = F[F_CAP, tid] * dt
+        debt = F[F_DEBT, tid]
+        if debt > 0.0:
+            pay = min(debt, work)
+            F[F_DEBT, tid] = debt - pay
+            work -= pay
+        phase = I[I_PHASE, tid]
+        if phase == WORK:
+            ops = work / F[F_TAU, tid]
+            F[F_OPS, tid] += ops
+            F[F_REQ_LEFT, tid] -= ops
+            miss = ops * F[F_MISSES, tid]
+            if miss > 0.0:
+                F[F_MISS, tid] += miss
+                F[F_MISS_LOCAL, tid] += miss * F[F_LOCAL, tid]
+                F[F_PENDING, tid] += miss  # spread over nodes when the access row changes
+            grow = F[F_GROW, tid]
+            if grow != 0.0 and F[F_PLAN, tid] > 0.0 and work > 0.0:
+                # The thread's memory grows as it works: the new pages are first-touched where
+                # it ran since its last integration (its CPU changes only after one).
+                s[S_TOUCH, k] = tid
+                sf[SF_TOUCH, k] = work * grow
+                k += 1
+        elif phase == TOUCH and work > 0.0:
+            s[S_TOUCH, k] = tid
+            sf[SF_TOUCH, k] = work * LINE / F[F_TAU, tid]
+            k += 1
+    ctl[N_TOUCH] = k
+    return k - k0
+
+
+@njit(cache=True)
+def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, stage):
+    """Recompute the shares of the threads on the CPUs ``s[S_IN, :ctl[N_IN]]`` and their next burst ends.
+
+    Stages, each going on to the next unless it needs the caller first:
+
+    0. gather the threads (into ``s[S_TIDS]``) and, unless ``ctl[INTEGRATED]``, bring
+       them up to now; memory they first-touched: NEEDS_TOUCH.
+    1. each thread's share of its CPU and its switch efficiency (:func:`shares`);
+       threads whose time per operation is unknown: NEEDS_TAU (``s[S_NEED]``).
+    2. capacity, ``share x efficiency``; on an SMT machine also x the SMT speed, which
+       the caller computes: NEEDS_SMT (into ``sf[SF_FACT]``, then stage 3).
+    4. the threads' burst ends into the heap (:func:`reschedule`).
+    """
+    tids = s[S_TIDS]
+    if stage == 0:
+        n = gather(I, CI, core_cpus, s[S_IN], ctl[N_IN], ctl[SMT] != 0, tids)
+        ctl[N_TIDS] = n
+        if n == 0:
+            return 0
+        if ctl[INTEGRATED] == 0 and integrate(F, I, CF, tids, n, ctl[NOW], s, sf, ctl):
+            ctl[STAGE] = 1
+            return NEEDS_TOUCH
+        stage = 1
+    n = ctl[N_TIDS]
+    if stage == 1:
+        k = shares(F, I, CF, CI, slices, kf[K_SWITCH], tids, n, sf[SF_EFF], s[S_NEED])
+        if k:
+            ctl[N_NEED] = k
+            ctl[STAGE] = 2
+            return NEEDS_TAU
+        stage = 2
+    if stage == 2 and ctl[SMT] != 0:
+        ctl[STAGE] = 3
+        return NEEDS_SMT
+    capacities(F, tids, n, sf[SF_EFF], sf[SF_FACT], stage == 3)
+    reschedule(F, I, B, tids, n, kf, s, ctl, H)
+    return 0
+
+
+@njit(cache=True)
+def shares(F, I, CF, CI, slices, switch_ns, tids, n, eff, need):
+    """Each of ``tids[:n]``'s share of its CPU and its switch efficiency (into ``eff``); the
+    threads whose time per operation is not known yet go to ``need`` (their number is returned)."""
+    k = 0
+    for j in range(n):
+        tid = tids[j]
+        c = I[I_CPU, tid]
+        nr = CI[CI_NR, c]
+        e = 1.0
+        if nr > 1:
+            # A switched-in thread first refills its cache footprint (up to the L2) from memory.
+            cost = switch_ns + F[F_REFILL, tid] * CF[CF_LAT, c] * F[F_STALL, tid]
+            sl = slices[nr]
+            e = sl / (sl + cost) if sl > 0 else 1.0
+        F[F_SHARE, tid] = 1.0 / nr
+        eff[j] = e
+        if F[F_TAU, tid] == math.inf:
+            need[k] = tid
+            k += 1
+    return k
+
+
+@njit(cache=True)
+def capacities(F, tids, n, eff, fact, smt):
+    """Capacity of each of ``tids[:n]``: share x switch efficiency, x its SMT speed ``fact`` with ``smt``."""
+    for j in range(n):
+        tid = tids[j]
+        if smt:
+            F[F_CAP, tid] = F[F_SHARE, tid] * eff[j] * fact[j]
+        else:
+            F[F_CAP, tid] = F[F_SHARE, tid] * eff[j]
+
+
+@njit(cache=True)
+def reschedule(F, I, B, tids, n, kf, s, ctl, H):
+    """Put the end of the burst or touch step of each of ``tids[:n]``, at its current rate, into the heap.
+
+    Every thread's generation moves on, superseding its pending end; then the earliest
+    end is armed (:func:`arm`).
+    """
+    now = ctl[NOW]
+    for j in range(n):
+        tid = tids[j]
+        g = I[I_GEN, tid] + 1
+        I[I_GEN, tid] = g
+        if not B[B_ACTIVE, tid]:
+            continue
+        cap = F[F_CAP, tid]
+        if cap <= 0.0:
+            continue
+        if I[I_PHASE, tid] == TOUCH:
+            # First touch advances in steps, so that threads touching at once share a node
+            # that fills up the way page faults interleave, not one whole region after another.
+            left = min(F[F_PLAN, tid], kf[K_TOUCH_STEP])
+            eta = (F[F_DEBT, tid] + left * F[F_TAU, tid] / LINE) / cap
+        else:
+            req = F[F_REQ_LEFT, tid]
+            if req == math.inf:
+                continue
+            eta = (F[F_DEBT, tid] + (0.0 if 0.0 > req else req) * F[F_TAU, tid]) / cap
+        if not eta < _NEVER:  # infinite, not a number, or past any run's end
+            continue
+        step = math.ceil(eta)
+        heap_push(H, I, ctl, now + (step if step > 1 else 1), tid, g)
+    arm(I, s, ctl, H)
+
+
+@njit(cache=True)
+def arm(I, s, ctl, H):
+    """Make sure a timeout is pending for the earliest thread event.
+
+    Thread events wait in the heap and are superseded whenever a thread's share
+    changes; only the earliest valid one needs a simpy timeout, so a superseded one
+    costs a heap entry, not a simulated event. The timeouts to create go to
+    ``s[S_ARM]`` (``ctl[N_ARM]`` of them), in order.
+    """
+    while ctl[HEAP_N] > 0 and H[2, 0] != I[I_GEN, H[1, 0]]:
+        heap_pop(H, ctl)
+    if ctl[HEAP_N] == 0:
+        return
+    when = H[0, 0]
+    if ctl[TIMER_AT] >= 0 and ctl[TIMER_AT] <= when:
+        return
+    ctl[TIMER_AT] = when
+    _timeout(s, ctl, when, -1)
+
+
+@njit(cache=True)
+def _timeout(s, ctl, when, kind):
+    """Ask Python for a simpy timeout: at ``when`` for the thread events (``kind`` -1), or after
+    thread ``kind``'s think time."""
+    k = ctl[N_ARM]
+    s[S_ARM, k] = when
+    s[S_ARM_KIND, k] = kind
+    ctl[N_ARM] = k + 1
+
+
+@njit(cache=True)
+def _less(H, a, b):
+    for r in range(3):
+        if H[r, a] != H[r, b]:
+            return H[r, a] < H[r, b]
+    return False
+
+
+@njit(cache=True)
+def _swap(H, a, b):
+    for r in range(3):
+        H[r, a], H[r, b] = H[r, b], H[r, a]
+
+
+@njit(cache=True)
+def heap_push(H, I, ctl, when, tid, gen):
+    """Add a thread event; a full heap first drops its superseded entries (each thread has at most one live)."""
+    n = ctl[HEAP_N]
+    if n == H.shape[1]:
+        m = 0
+        for j in range(n):
+            if H[2, j] == I[I_GEN, H[1, j]]:
+                for r in range(3):
+                    H[r, m] = H[r, j]
+                m += 1
+        n = m
+        for j in range(n // 2 - 1, -1, -1):
+            _sift_down(H, j, n)
+    H[0, n], H[1, n], H[2, n] = when, tid, gen
+    j = n
+    while j > 0:
+        parent = (j - 1) // 2
+        if not _less(H, j, parent):
+            break
+        _swap(H, j, parent)
+        j = parent
+    ctl[HEAP_N] = n + 1
+
+
+@njit(cache=True)
+def _sift_down(H, j, n):
+    while True:
+        child = 2 * j + 1
+        if child >= n:
+            return
+        if child + 1 < n and _less(H, child + 1, child):
+            child += 1
+        if not _less(H, child, j):
+            return
+        _swap(H, j, child)
+        j = child
+
+
+@njit(cache=True)
+def heap_pop(H, ctl):
+    """Take the earliest entry off the heap (the caller reads it at column 0 first)."""
+    n = ctl[HEAP_N] - 1
+    ctl[HEAP_N] = n
+    if n > 0:
+        for r in range(3):
+            H[r, 0] = H[r, n]
+        _sift_down(H, 0, n)
+
+
+@njit(cache=True)
+def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H):
+    """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`Simulation._fire`).
+
+    A thread's burst end brings it up to now; if its request is not done, the rest is
+    rescheduled; if it is, its response time is logged, it blocks (:func:`block`) and,
+    in closed mode, thinks (a wake-up after an exponential think time, which Python draws
+    from the engine's random stream: a numpy Generator costs 13 us to hand to compiled
+    code). It stops for the caller, with ``ctl[TID]`` the thread, for: EV_TOUCH (a
+    start-up touch step ended), EV_COMPLETE (an open-mode request is done: the queue is
+    Python's), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA (CFS
+    quotas of the threads in ``s[S_TIDS]``), NEEDS_IDLE (``ctl[CPU]`` fell idle: the
+    policy's idle balancing), NEEDS_FLUSH (logs full); then it is called again to go on.
+    0 once no event is due (the next is armed).
+    """
+    now = ctl[NOW]
+    tid = ctl[TID]
+    one = s[S_WORK]
+    while True:
+        pending = ctl[PENDING]
+        ctl[PENDING] = 0
+        if pending == 0:
+            if ctl[N_ARM] > ctl[LOG_CAP] or ctl[N_LAT] > ctl[LOG_CAP]:
+                return NEEDS_FLUSH
+            if ctl[HEAP_N] == 0 or H[0, 0] > now:
+                arm(I, s, ctl, H)
+                return 0
+            tid, gen = H[1, 0], H[2, 0]
+            heap_pop(H, ctl)
+            if gen != I[I_GEN, tid] or not B[B_ACTIVE, tid]:
+                continue
+            ctl[TID] = tid
+            one[0] = tid
+            if integrate(F, I, CF, one, 1, now, s, sf, ctl):
+                ctl[PENDING] = _AFTER_INTEGRATE
+                return NEEDS_TOUCH
+            pending = _AFTER_INTEGRATE
+        if pending == _AFTER_INTEGRATE:
+            if I[I_PHASE, tid] == TOUCH:
+                return EV_TOUCH
+            if F[F_REQ_LEFT, tid] > 1e-6:
+                one[0] = tid
+                reschedule(F, I, B, one, 1, kf, s, ctl, H)
+                continue
+            # The request is done: log its response time.
+            k = ctl[N_LAT]
+            s[S_LAT_POD, k] = I[I_POD, tid]
+            s[S_LAT_NOW, k] = now
+            s[S_LAT_NS, k] = now - I[I_ARRIVAL, tid]
+            ctl[N_LAT] = k + 1
+            F[F_REQ_LEFT, tid] = math.inf
+            if I[I_MODE, tid] == 2:
+                return EV_COMPLETE
+            B[B_WAITING, tid] = True
+            ctl[CPU] = I[I_CPU, tid]
+            need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 0)
+            if need == NEEDS_TOUCH:
+                ctl[PENDING] = _BLOCK_DEQUEUE
+                return need
+            if need:
+                ctl[PENDING] = _BLOCK_RESHARED
+                return need
+            pending = _BLOCK_RESHARED
+        if pending == _BLOCK_DEQUEUE:
+            need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 1)
+            if need:
+                ctl[PENDING] = _BLOCK_RESHARED
+                return need
+            pending = _BLOCK_RESHARED
+        if pending == _BLOCK_RESHARED:
+            if ctl[QUOTA] != 0 and ctl[N_TIDS] > 0:
+                ctl[PENDING] = _BLOCK_QUOTA
+                return NEEDS_QUOTA
+            pending = _BLOCK_QUOTA
+        if pending == _BLOCK_QUOTA:
+            if CI[CI_NR, ctl[CPU]] == 0:
+                ctl[PENDING] = _BLOCK_IDLE
+                return NEEDS_IDLE
+        # Closed mode: think, then wake up (the think time is drawn, and the wake-up run, by Python).
+        if I[I_MODE, tid] == 1:
+            _timeout(s, ctl, -1, tid)
+
+
+@njit(cache=True)
+def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
+    """Take a running thread off its runqueue: the threads of its CPU are brought up to now
+    (NEEDS_TOUCH: call again at stage 1), then share the CPU without it (:func:`reshare`'s needs)."""
+    cpu = I[I_CPU, tid]
+    if stage == 0:
+        s[S_IN, 0] = cpu
+        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, s[S_WORK])
+        if integrate(F, I, CF, s[S_WORK], n, ctl[NOW], s, sf, ctl):
+            return NEEDS_TOUCH
+    dequeue(F, I, B, CI, tid)
+    I[I_GEN, tid] += 1
+    s[S_IN, 0] = cpu
+    ctl[N_IN] = 1
+    ctl[INTEGRATED] = 1
+    return reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+
+
+@njit(cache=True)
+def wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu):
+    """A thread wakes up towards ``cpu``: it and the threads there are brought up to now
+    (returns how many first-touched memory, as :func:`integrate`)."""
+    one = s[S_WORK]
+    one[0] = tid
+    s[S_IN, 0] = cpu
+    n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, one[1:])
+    return integrate(F, I, CF, one, n + 1, ctl[NOW], s, sf, ctl)
+
+
+@njit(cache=True)
+def enqueue_reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu):
+    """Queue ``tid`` on ``cpu`` (already brought up to now) and share the CPU (:func:`reshare`'s needs)."""
+    enqueue(I, B, CI, tid, cpu)
+    s[S_IN, 0] = cpu
+    ctl[N_IN] = 1
+    ctl[INTEGRATED] = 1
+    return reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
