@@ -22,7 +22,8 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from ..model.presets import policy_defaults
 from .api import Decision, Move, Policy, PolicyOptions
 from .balance import LoadBalancer, _Entity
-from .balance_pass import SCALE, StatsMemo, domains
+from .balance_pass import StatsMemo, domains
+from .cfs_wake import WakeTables, wake_cpu
 from .domains import Level, build_levels
 from .kernels import settings as kernel_settings, version_text
 from .numab import NumaBalancing
@@ -168,12 +169,13 @@ class CFS(LoadBalancer, Policy):
         self._outside_cache: dict[tuple[int, int, int], tuple[tuple[int, ...], frozenset[int]]] = {}
         llc = [lvl for lvl in self.levels if lvl.share_llc]
         if llc:
-            self._llc_span_of = llc[-1].span_of
-            self._llc_cpus = llc[-1].spans
+            llc_span_of, llc_cpus = llc[-1].span_of, llc[-1].spans
         else:  # one CPU per LLC
-            self._llc_span_of = np.arange(machine.n_cpus)
-            self._llc_cpus = [np.array([c]) for c in range(machine.n_cpus)]
+            llc_span_of, llc_cpus = np.arange(machine.n_cpus), [np.array([c]) for c in range(machine.n_cpus)]
         self._cpu_core = machine.cpu_core
+        self._wake_tables = WakeTables(self.levels, llc_span_of, llc_cpus, machine.core_cpus, machine.cpu_core)
+        self._cpu_masks: dict[frozenset[int], np.ndarray] = {}
+        self._no_mask = np.zeros(0, dtype=np.bool_)
         self._started = False
         self._next = 0
         self._stats_cache: dict[tuple[int, int], tuple] = {}
@@ -211,62 +213,25 @@ class CFS(LoadBalancer, Policy):
         return self.find_dst_cpu(start, nr, allowed, fork)
 
     def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
-        """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling."""
+        """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling (:mod:`.cfs_wake`)."""
         nr = sim.nr_running
         prev = int(sim.thread_cpu[tid])
         allowed = sim.affinity(tid)
         this = prev if waker_cpu is None else int(waker_cpu)
-        target = prev
-        if this != prev and (allowed is None or this in allowed):
-            for lvl in self.levels:
-                if not lvl.wake_affine:
-                    break
-                if lvl.span_of[this] == lvl.span_of[prev]:
-                    target = self._wake_affine(lvl, this, prev, nr)
-                    break
-        return self._select_idle_sibling(prev, target, nr, allowed)
+        mask = self._no_mask if allowed is None else self._cpu_mask(allowed)
+        w = self._wake_tables
+        cpu = wake_cpu(nr, prev, this, mask, w.span_of, w.pct, w.llc_span_of, w.llc_cpus, w.llc_len, w.core_cpus,
+                       w.cpu_core, self.machine.smt, self.o.imbalance_pct_mc)
+        return int(cpu) if cpu >= 0 else self.find_dst_cpu(prev, np.array(nr), allowed)
 
-    def _wake_affine(self, lvl: Level, this: int, prev: int, nr) -> int:
-        if nr[this] == 0 and self._llc_span_of[this] == self._llc_span_of[prev]:
-            return prev if nr[prev] == 0 else this
-        if nr[prev] == 0:
-            return prev
-        # wake_affine_weight: the waking task's load moves from prev to this.
-        this_eff = (int(nr[this]) + 1) * SCALE * 100
-        prev_eff = int(nr[prev]) * SCALE * (100 + (lvl.pct - 100) // 2)
-        return this if this_eff < prev_eff else prev
-
-    def _select_idle_sibling(self, prev: int, target: int, nr, allowed) -> int:
-        def ok(c: int) -> bool:
-            return allowed is None or c in allowed
-
-        if nr[target] == 0 and ok(target):
-            return target
-        if prev != target and self._llc_span_of[prev] == self._llc_span_of[target] and nr[prev] == 0 and ok(prev):
-            return prev
-        llc = self._llc_cpus[self._llc_span_of[target]]
-        # SIS_UTIL: the busier the LLC, the fewer CPUs are scanned.
-        x = SCALE * np.count_nonzero(nr[llc]) / len(llc)
-        y = SCALE - x * x * self.o.imbalance_pct_mc**2 / (10000 * SCALE)
-        budget = int(len(llc) * max(y, 0.0) / SCALE)
-        if budget > 0:
-            start = int(np.searchsorted(llc, target))
-            order = np.roll(llc, -start - 1)
-            if self.machine.smt:
-                for c in order:
-                    c = int(c)
-                    if ok(c) and all(nr[s] == 0 for s in self.machine.core_cpus[int(self._cpu_core[c])]):
-                        return c
-            # select_idle_cpu scans the LLC's CPUs that the task may use (span & cpus_ptr),
-            # so the budget counts allowed CPUs only.
-            for c in [int(c) for c in order if ok(int(c))][:budget]:
-                if nr[c] == 0:
-                    return c
-        if ok(target):
-            return target
-        if ok(prev):
-            return prev
-        return self.find_dst_cpu(prev, np.array(nr), allowed)
+    def _cpu_mask(self, allowed: frozenset[int]) -> np.ndarray:
+        """The CPUs of an affinity as a mask (one per distinct CPU set)."""
+        mask = self._cpu_masks.get(allowed)
+        if mask is None:
+            mask = np.zeros(self.machine.n_cpus, dtype=np.bool_)
+            mask[list(allowed)] = True
+            self._cpu_masks[allowed] = mask
+        return mask
 
     def next_tick(self, now: int) -> int | None:
         if not self._started:

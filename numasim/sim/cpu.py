@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from . import core
+from .core import N_ARM, N_LAT, N_TOUCH
 from .memory import CHUNK
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -56,7 +57,7 @@ class CpuRuntime:
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue (:func:`numasim.sim.core.block`); an idle CPU then asks the policy for work."""
         cpu = self.t_cpu[tid]
-        self._ctl[core.NOW] = self.env.now
+        self._ctlv[core.NOW] = self.env.now
         need = core.block(*self._core_args, tid, 0)
         if need == core.NEEDS_TOUCH:
             self._after_core()
@@ -88,7 +89,7 @@ class CpuRuntime:
         self._check_place(tid, cpu, "wake")
         prev = self.t_cpu[tid]
         self.c_wakeups[tid] += 1
-        self._ctl[core.NOW] = self.env.now
+        self._ctlv[core.NOW] = self.env.now
         if core.wake(*self._core_args, tid, cpu):
             self._after_core()
         if cpu != prev:
@@ -110,7 +111,7 @@ class CpuRuntime:
         if not cpus:
             return
         n = len(cpus)
-        s, ctl = self._scratch.s, self._ctl
+        s, ctl = self._scratch.s, self._ctlv
         s[core.S_IN, :n] = cpus
         ctl[core.N_IN] = n
         ctl[core.NOW] = self.env.now
@@ -125,7 +126,7 @@ class CpuRuntime:
 
     def _reshare_needs(self, need: int) -> None:
         """Give :func:`numasim.sim.core.reshare` what it stopped for, until it is done."""
-        s, sf, ctl = self._scratch.s, self._scratch.sf, self._ctl
+        s, sf, ctl = self._scratch.s, self._scratch.sf, self._ctlv
         while need:
             self._after_core()
             if need == core.NEEDS_TAU:
@@ -138,7 +139,7 @@ class CpuRuntime:
 
     def _quotas(self) -> None:
         """Reschedule the quota ends of the pods whose threads were just reshared (``s[S_TIDS]``)."""
-        s, ctl = self._scratch.s, self._ctl
+        s, ctl = self._scratch.s, self._ctlv
         for p in {self.t_pod[t] for t in s[core.S_TIDS, :ctl[core.N_TIDS]].tolist()}:
             if self.q_quota[p] != math.inf:
                 self._quota_schedule(p)
@@ -146,9 +147,11 @@ class CpuRuntime:
     def _after_core(self) -> None:
         """Do what the compiled functions left to Python, in order: the timeouts to create (thread
         events, wake-ups), the memory to first-touch; and log the response times."""
-        ctl = self._ctl
+        ctl = self._ctlv
+        if not (ctl[N_ARM] or ctl[N_TOUCH] or ctl[N_LAT]):
+            return
         s = self._scratch.s
-        k = ctl[core.N_ARM]
+        k = ctl[N_ARM]
         if k:
             ctl[core.N_ARM] = 0
             now = self.env.now

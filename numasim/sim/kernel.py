@@ -309,6 +309,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             self._core_cpus[c, :len(sibs)] = sibs
         self._scratch = core.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP))
         self._ctl = self._scratch.ctl
+        self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
         self._set_lat_local()
         self._set_core_args()
@@ -428,7 +429,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
     def _reschedule(self, tids) -> None:
         """Schedule each thread's next own event: end of its touch, or of its burst (:func:`numasim.sim.core.reschedule`)."""
         ids = np.array(tids, dtype=np.int64)
-        self._ctl[core.NOW] = self.env.now
+        self._ctlv[core.NOW] = self.env.now
         core.reschedule(self._F, self._I, self._B, ids, ids.size, self._scratch.kf, self._scratch.s, self._ctl,
                         self._scratch.heap)
         self._after_core()
@@ -441,7 +442,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
     def _fire(self, _ev: simpy.Event) -> None:
         """The thread events due now (:func:`numasim.sim.core.fire`), and what they need of Python."""
         now = self.env.now
-        ctl = self._ctl
+        ctl = self._ctlv
         if 0 <= ctl[core.TIMER_AT] <= now:
             ctl[core.TIMER_AT] = -1
         while True:
