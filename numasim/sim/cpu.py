@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from . import core
-from .core import N_ARM, N_LAT, N_TOUCH
+from . import core, layout
+from .layout import N_ARM, N_LAT, N_TOUCH
 from .memory import CHUNK
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -57,15 +57,19 @@ class CpuRuntime:
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue (:func:`numasim.sim.core.block`); an idle CPU then asks the policy for work."""
         cpu = self.t_cpu[tid]
-        self._ctlv[core.NOW] = self.env.now
+        self._ctlv[layout.NOW] = self.env.now
         need = core.block(*self._core_args, tid, 0)
-        if need == core.NEEDS_TOUCH:
+        if need == layout.NEEDS_TOUCH:
             self._after_core()
             need = core.block(*self._core_args, tid, 1)
         self._reshare_finish(need)
         if self.nr[cpu] == 0:
-            for d in self.policy.idle(cpu, self.view):
-                self._apply(d)
+            self._idle(cpu)
+
+    def _idle(self, cpu: int) -> None:
+        """A CPU fell idle: the policy's idle balancing, its decisions applied."""
+        for d in self.policy.idle(cpu, self.view):
+            self._apply(d)
 
     def _wake(self, tid: int) -> None:
         if self.t_phase[tid] != WORK or self.t_active[tid] or self.t_paused[tid] or self.t_held[tid]:
@@ -89,7 +93,7 @@ class CpuRuntime:
         self._check_place(tid, cpu, "wake")
         prev = self.t_cpu[tid]
         self.c_wakeups[tid] += 1
-        self._ctlv[core.NOW] = self.env.now
+        self._ctlv[layout.NOW] = self.env.now
         if core.wake(*self._core_args, tid, cpu):
             self._after_core()
         if cpu != prev:
@@ -112,10 +116,10 @@ class CpuRuntime:
             return
         n = len(cpus)
         s, ctl = self._scratch.s, self._ctlv
-        s[core.S_IN, :n] = cpus
-        ctl[core.N_IN] = n
-        ctl[core.NOW] = self.env.now
-        ctl[core.INTEGRATED] = integrated
+        s[layout.S_IN, :n] = cpus
+        ctl[layout.N_IN] = n
+        ctl[layout.NOW] = self.env.now
+        ctl[layout.INTEGRATED] = integrated
         self._reshare_finish(core.reshare(*self._core_args, 0))
 
     def _reshare_finish(self, need: int) -> None:
@@ -129,18 +133,18 @@ class CpuRuntime:
         s, sf, ctl = self._scratch.s, self._scratch.sf, self._ctlv
         while need:
             self._after_core()
-            if need == core.NEEDS_TAU:
-                self._set_tau(s[core.S_NEED, :ctl[core.N_NEED]].copy())
-            elif need == core.NEEDS_SMT:
-                n = int(ctl[core.N_TIDS])
-                sf[core.SF_FACT, :n] = self._smt_factors(s[core.S_TIDS, :n].tolist())
-            need = core.reshare(*self._core_args, int(ctl[core.STAGE]))
+            if need == layout.NEEDS_TAU:
+                self._set_tau(s[layout.S_NEED, :ctl[layout.N_NEED]].copy())
+            elif need == layout.NEEDS_SMT:
+                n = int(ctl[layout.N_TIDS])
+                sf[layout.SF_FACT, :n] = self._smt_factors(s[layout.S_TIDS, :n].tolist())
+            need = core.reshare(*self._core_args, int(ctl[layout.STAGE]))
         self._after_core()
 
     def _quotas(self) -> None:
         """Reschedule the quota ends of the pods whose threads were just reshared (``s[S_TIDS]``)."""
         s, ctl = self._scratch.s, self._ctlv
-        for p in {self.t_pod[t] for t in s[core.S_TIDS, :ctl[core.N_TIDS]].tolist()}:
+        for p in {self.t_pod[t] for t in s[layout.S_TIDS, :ctl[layout.N_TIDS]].tolist()}:
             if self.q_quota[p] != math.inf:
                 self._quota_schedule(p)
 
@@ -153,26 +157,26 @@ class CpuRuntime:
         s = self._scratch.s
         k = ctl[N_ARM]
         if k:
-            ctl[core.N_ARM] = 0
+            ctl[layout.N_ARM] = 0
             now = self.env.now
-            for when, tid in zip(s[core.S_ARM, :k].tolist(), s[core.S_ARM_KIND, :k].tolist()):
+            for when, tid in zip(s[layout.S_ARM, :k].tolist(), s[layout.S_ARM_KIND, :k].tolist()):
                 if tid < 0:
                     self.env.timeout(when - now).callbacks.append(self._fire)
                 else:  # a closed-mode thread thinks before its next request
                     think = self.p_think[tid]
                     step = max(int(self.rng.exponential(think)), 1) if think > 0 else 1
                     self.env.timeout(step).callbacks.append(lambda _e, t=tid: self._wake(t))
-        k = ctl[core.N_TOUCH]
+        k = ctl[layout.N_TOUCH]
         if k:
-            ctl[core.N_TOUCH] = 0
-            for tid, nbytes in zip(s[core.S_TOUCH, :k].tolist(), self._scratch.sf[core.SF_TOUCH, :k].tolist()):
+            ctl[layout.N_TOUCH] = 0
+            for tid, nbytes in zip(s[layout.S_TOUCH, :k].tolist(), self._scratch.sf[layout.SF_TOUCH, :k].tolist()):
                 self._touch(tid, nbytes)
-        k = ctl[core.N_LAT]
+        k = ctl[layout.N_LAT]
         if k:
-            ctl[core.N_LAT] = 0
+            ctl[layout.N_LAT] = 0
             add = self.latencies.add
-            for pod, now, ns in zip(s[core.S_LAT_POD, :k].tolist(), s[core.S_LAT_NOW, :k].tolist(),
-                                    s[core.S_LAT_NS, :k].tolist()):
+            for pod, now, ns in zip(s[layout.S_LAT_POD, :k].tolist(), s[layout.S_LAT_NOW, :k].tolist(),
+                                    s[layout.S_LAT_NS, :k].tolist()):
                 add(pod, now, ns)
 
     def _set_caps(self, tids: list[int]) -> None:
@@ -304,8 +308,7 @@ class CpuRuntime:
         self._update_cpus(cpus, integrated=True)
         for cpu in set(cpus):
             if self.nr[cpu] == 0:
-                for d in self.policy.idle(cpu, self.view):
-                    self._apply(d)
+                self._idle(cpu)
 
     def _unthrottle(self, p: int) -> None:
         self.q_throttled[p] = False

@@ -129,7 +129,7 @@ class Decisions:
         footprint = self.p_footprint[tid]
         if self._cpu_llc[old] == self._cpu_llc[cpu]:
             footprint = min(footprint, m.spec.l2_kib * 1024)
-        self.t_debt[tid] += refill_ns(footprint, self._lmat_diag[dst], self.p_mlp[tid])
+        self.t_debt[tid] += refill_ns(footprint, self.lat_local[cpu], self.p_mlp[tid])  # dst node's loaded latency
         self.c_moves[tid] += 1
         self.placements.extend((self.env.now, tid, cpu))
         if src != dst:

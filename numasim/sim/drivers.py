@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from ..errors import PolicyError
-from . import core
+from . import layout
 from .cpu import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -84,7 +84,7 @@ class Drivers:
             if adm.cpu_quota < pod.threads:  # otherwise the limit can never bind
                 self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
                 self._has_quota = True
-                self._ctlv[core.QUOTA] = 1
+                self._ctlv[layout.QUOTA] = 1
                 self.env.process(self._bandwidth(pod))
 
     def _start_thread(self, tid: int) -> None:

@@ -42,7 +42,7 @@ from ..policies.api import (
 from .memory import Memory
 from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
-from . import core
+from . import core, layout
 from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
@@ -56,7 +56,6 @@ from .view import SimView
 __all__ = ["Simulation"]
 
 MAX_EAGER_TICKS = 10_000
-
 
 
 class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
@@ -124,7 +123,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             for t in members:
                 self.t_proc[t] = proc
         # Per-thread and per-CPU numbers are built as lists here, then moved into a Store
-        # (see core.THREAD_FIELDS): memoryviews for the event path's one-at-a-time reads and
+        # (see layout.THREAD_FIELDS): memoryviews for the event path's one-at-a-time reads and
         # writes, numpy arrays over the same memory for whole-array code and the View.
         self.t_pod = [p.index for p in pods for _ in p.tids]
         self.t_cpu = [-1] * nt
@@ -286,12 +285,12 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
 
     def _to_store(self, nt: int, ncpu: int) -> None:
         """Move the per-thread and per-CPU lists into typed buffers (:class:`Store`)."""
-        fields = {name: getattr(self, name) for group in core.THREAD_FIELDS for name in group}
-        self.store = Store(nt, *core.THREAD_FIELDS)
+        fields = {name: getattr(self, name) for group in layout.THREAD_FIELDS for name in group}
+        self.store = Store(nt, *layout.THREAD_FIELDS)
         for name, values in fields.items():
             setattr(self, name, self.store.fill(name, values))
-        cpu_fields = {name: getattr(self, name) for group in core.CPU_FIELDS for name in group}
-        self.cpu_store = Store(ncpu, *core.CPU_FIELDS)
+        cpu_fields = {name: getattr(self, name) for group in layout.CPU_FIELDS for name in group}
+        self.cpu_store = Store(ncpu, *layout.CPU_FIELDS)
         for name, values in cpu_fields.items():
             setattr(self, name, self.cpu_store.fill(name, values))
         # The View's arrays and whole-array code: the same memory as numpy arrays.
@@ -307,7 +306,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         for c in range(ncpu):
             sibs = self._core_of[c]
             self._core_cpus[c, :len(sibs)] = sibs
-        self._scratch = core.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP))
+        self._scratch = layout.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP))
         self._ctl = self._scratch.ctl
         self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
@@ -322,9 +321,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
 
     def _set_lat_local(self) -> None:
         """Each CPU's own node's loaded latency, from the latency matrix of the last solve."""
-        self._lat_diag = np.diag(self._lmat).copy()
-        self._lmat_diag = self._lat_diag.tolist()
-        self._CF[core.CF_LAT] = self._lat_diag[self.machine.cpu_node]
+        self._CF[layout.CF_LAT] = np.diag(self._lmat)[self.machine.cpu_node]
 
     @property
     def now(self) -> int:
@@ -429,7 +426,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
     def _reschedule(self, tids) -> None:
         """Schedule each thread's next own event: end of its touch, or of its burst (:func:`numasim.sim.core.reschedule`)."""
         ids = np.array(tids, dtype=np.int64)
-        self._ctlv[core.NOW] = self.env.now
+        self._ctlv[layout.NOW] = self.env.now
         core.reschedule(self._F, self._I, self._B, ids, ids.size, self._scratch.kf, self._scratch.s, self._ctl,
                         self._scratch.heap)
         self._after_core()
@@ -443,25 +440,24 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         """The thread events due now (:func:`numasim.sim.core.fire`), and what they need of Python."""
         now = self.env.now
         ctl = self._ctlv
-        if 0 <= ctl[core.TIMER_AT] <= now:
-            ctl[core.TIMER_AT] = -1
+        if 0 <= ctl[layout.TIMER_AT] <= now:
+            ctl[layout.TIMER_AT] = -1
         while True:
-            ctl[core.NOW] = now
+            ctl[layout.NOW] = now
             code = core.fire(*self._core_args)
             self._after_core()
             if code == 0:
                 return
-            if code == core.EV_COMPLETE:
-                self._complete_open(int(ctl[core.TID]))
-            elif code == core.EV_TOUCH:
-                self._touch_step(int(ctl[core.TID]))
-            elif code == core.NEEDS_TAU or code == core.NEEDS_SMT:
+            if code == layout.EV_COMPLETE:
+                self._complete_open(int(ctl[layout.TID]))
+            elif code == layout.EV_TOUCH:
+                self._touch_step(int(ctl[layout.TID]))
+            elif code == layout.NEEDS_TAU or code == layout.NEEDS_SMT:
                 self._reshare_needs(code)
-            elif code == core.NEEDS_QUOTA:
+            elif code == layout.NEEDS_QUOTA:
                 self._quotas()
-            elif code == core.NEEDS_IDLE:
-                for d in self.policy.idle(int(ctl[core.CPU]), self.view):
-                    self._apply(d)
+            elif code == layout.NEEDS_IDLE:
+                self._idle(ctl[layout.CPU])
 
 
 def _policy_frame(exc: BaseException, cls: type) -> str | None:
