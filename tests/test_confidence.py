@@ -10,7 +10,7 @@ import pytest
 import numasim
 from numasim.analysis.confidence import half_width, mser_truncation
 
-from .conftest import small_scenario
+from .conftest import OVERCOMMITTED, small_scenario
 
 
 def test_half_width_is_students_t_interval():
@@ -60,12 +60,15 @@ def test_a_short_warm_up_is_warned_about_and_identical_variants_are_not():
 
 
 def test_a_ranking_inside_the_noise_is_warned_about():
+    # 16 threads on 8 CPUs: the timer frequency (HZ 1000 or 300) moves the balancer's intervals a
+    # little and every random path with them; at 3 seeds the difference is far inside the noise.
     pols = [{"label": "cfs", "policy": "cfs"}, {"label": "numab", "policy": "cfs", "options": {"numa_balancing": True}},
-            {"label": "esxi", "policy": "esxi"}]
-    res = numasim.run(numasim.from_dict(small_scenario(duration="3s", warmup="1s", replications=3, policies=pols)))
+            {"label": "hz300", "policy": "cfs", "options": {"hz": 300}}]
+    data = small_scenario(**{**OVERCOMMITTED, "duration": "3s", "warmup": "1s", "replications": 3, "policies": pols})
+    res = numasim.run(numasim.from_dict(data))
     warnings = res.warnings()
-    # At 3 seeds, esxi's 1.04-1.09 margin over cfs is within the noise.
-    assert any(w.startswith("esxi ahead of cfs is not settled at 3 seeds") for w in warnings), warnings
+    assert any(w.startswith(("hz300 ahead of cfs is not settled at 3 seeds", "cfs ahead of hz300 is not settled at 3 seeds"))
+               for w in warnings), warnings
     # cfs against numab: a warning exactly when the 95 % interval of the paired difference holds 0.
     from scipy import stats
 

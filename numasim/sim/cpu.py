@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from . import core, layout
-from .layout import N_ARM, N_LAT, N_TOUCH
+from .layout import N_ARM, N_LAT, N_MV, N_TOUCH
 from .memory import CHUNK
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -72,38 +72,31 @@ class CpuRuntime:
             self._apply(d)
 
     def _wake(self, tid: int) -> None:
-        if self.t_phase[tid] != WORK or self.t_active[tid] or self.t_paused[tid] or self.t_held[tid]:
-            return
-        waker = None
-        if self.p_waker_pod[tid]:
-            pod = self.pods[self.t_pod[tid]]
-            others = [t for t in pod.tids if t != tid and self.t_active[t]]
-            if others:
-                waker = self.t_cpu[others[int(self.rng.integers(len(others)))]]
-        if self.t_waiting[tid]:
-            # A new request: after a think time (closed), or the next in the queue (open).
-            if self.p_req_mode[tid] == 2:
-                if not self._take_request(tid):
-                    return
-            else:
-                self.t_req_arrival[tid] = self.env.now
-                self.t_req_left[tid] = self.p_req_ops[tid]
-            self.t_waiting[tid] = False
-        cpu = self._id(self.policy.wake(tid, waker, self.view), "wake()'s CPU", "wake")
+        """Wake ``tid`` up now, if it can run (:func:`numasim.sim.core.fire`, which also wakes
+        threads whose think time ended)."""
+        ctl = self._ctlv
+        ctl[layout.TID] = tid
+        ctl[layout.PENDING] = layout.WAKE_BEGIN
+        ctl[layout.SINGLE] = 1
+        self._run_core()
+
+    def _place_wake(self, tid: int, waker: int) -> None:
+        """The policy's CPU for a thread that wakes up (``waker``: the waker's CPU, -1 if none)."""
+        cpu = self._id(self.policy.wake(tid, None if waker < 0 else waker, self.view), "wake()'s CPU", "wake")
         self._check_place(tid, cpu, "wake")
-        prev = self.t_cpu[tid]
-        self.c_wakeups[tid] += 1
-        self._ctlv[layout.NOW] = self.env.now
-        if core.wake(*self._core_args, tid, cpu):
-            self._after_core()
-        if cpu != prev:
-            self._charge_move(tid, prev, cpu)
-        if self.q_throttled[self.t_pod[tid]]:
-            self._set_cpu(tid, cpu)
-            self.t_held[tid] = True
-            return
-        self._slices_for(cpu)
-        self._reshare_finish(core.enqueue_reshare(*self._core_args, tid, cpu))
+        self._ctlv[layout.CPU] = cpu
+
+    def _refill_draws(self) -> None:
+        """New random numbers for the wake-up path, where it used them up: uniform in [0, 1) for
+        wakers, standard exponential for think times (times the mean think time, numpy's
+        ``exponential``), from the engine's stream for them."""
+        ctl, d = self._ctlv, self._scratch.draws
+        if ctl[layout.U_AT] == layout.DRAWS:
+            d[layout.DRAW_U] = self._draw_rng.random(layout.DRAWS)
+            ctl[layout.U_AT] = 0
+        if ctl[layout.E_AT] == layout.DRAWS:
+            d[layout.DRAW_E] = self._draw_rng.standard_exponential(layout.DRAWS)
+            ctl[layout.E_AT] = 0
 
     def _update_cpus(self, cpus: list[int], integrated: bool = False) -> None:
         """Recompute the CPU shares of the threads on ``cpus`` and when their bursts end
@@ -149,35 +142,36 @@ class CpuRuntime:
                 self._quota_schedule(p)
 
     def _after_core(self) -> None:
-        """Do what the compiled functions left to Python, in order: the timeouts to create (thread
-        events, wake-ups), the memory to first-touch; and log the response times."""
+        """Do what the compiled functions left to Python, in order: the timeouts to create (for the
+        thread events), the memory to first-touch; and log the response times and moves."""
         ctl = self._ctlv
-        if not (ctl[N_ARM] or ctl[N_TOUCH] or ctl[N_LAT]):
+        if not (ctl[N_ARM] or ctl[N_TOUCH] or ctl[N_LAT] or ctl[N_MV]):
             return
         s = self._scratch.s
         k = ctl[N_ARM]
         if k:
-            ctl[layout.N_ARM] = 0
+            ctl[N_ARM] = 0
             now = self.env.now
-            for when, tid in zip(s[layout.S_ARM, :k].tolist(), s[layout.S_ARM_KIND, :k].tolist()):
-                if tid < 0:
-                    self.env.timeout(when - now).callbacks.append(self._fire)
-                else:  # a closed-mode thread thinks before its next request
-                    think = self.p_think[tid]
-                    step = max(int(self.rng.exponential(think)), 1) if think > 0 else 1
-                    self.env.timeout(step).callbacks.append(lambda _e, t=tid: self._wake(t))
-        k = ctl[layout.N_TOUCH]
+            for when in s[layout.S_ARM, :k].tolist():
+                self.env.timeout(when - now).callbacks.append(self._fire)
+        k = ctl[N_TOUCH]
         if k:
-            ctl[layout.N_TOUCH] = 0
+            ctl[N_TOUCH] = 0
             for tid, nbytes in zip(s[layout.S_TOUCH, :k].tolist(), self._scratch.sf[layout.SF_TOUCH, :k].tolist()):
                 self._touch(tid, nbytes)
-        k = ctl[layout.N_LAT]
+        k = ctl[N_LAT]
         if k:
-            ctl[layout.N_LAT] = 0
+            ctl[N_LAT] = 0
             add = self.latencies.add
             for pod, now, ns in zip(s[layout.S_LAT_POD, :k].tolist(), s[layout.S_LAT_NOW, :k].tolist(),
                                     s[layout.S_LAT_NS, :k].tolist()):
                 add(pod, now, ns)
+        k = ctl[N_MV]
+        if k:
+            ctl[N_MV] = 0
+            now = self.env.now
+            for tid, cpu in zip(s[layout.S_MV_TID, :k].tolist(), s[layout.S_MV_CPU, :k].tolist()):
+                self.placements.extend((now, tid, cpu))
 
     def _set_caps(self, tids: list[int]) -> None:
         """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed

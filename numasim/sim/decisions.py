@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from ..policies.api import Charge, Decision, MemPolicy, MigratePages, Move, MoveChunks, SetAffinity, SetMemPolicy
-from .perf import refill_ns
+from . import core
 
 __all__ = ["Decisions"]
 
@@ -122,18 +122,9 @@ class Decisions:
         self._update_cpus([old, cpu], integrated=True)
 
     def _charge_move(self, tid: int, old: int, cpu: int) -> None:
-        """Record a move and charge the cache refill it costs."""
-        m = self.machine
-        src, dst = self._cpu_node[old], self._cpu_node[cpu]
-        # Within one LLC only the private caches are lost; across LLCs, the whole footprint.
-        footprint = self.p_footprint[tid]
-        if self._cpu_llc[old] == self._cpu_llc[cpu]:
-            footprint = min(footprint, m.spec.l2_kib * 1024)
-        self.t_debt[tid] += refill_ns(footprint, self.lat_local[cpu], self.p_mlp[tid])  # dst node's loaded latency
-        self.c_moves[tid] += 1
-        self.placements.extend((self.env.now, tid, cpu))
-        if src != dst:
-            self.c_xmoves[tid] += 1
-            self._set_cpu(tid, cpu)
+        """Record a move and charge the cache refill it costs (:func:`numasim.sim.core.charge_move`)."""
+        sc = self._scratch
+        if core.charge_move(self._F, self._I, self._CF, self._CI, sc.kf, sc.s, sc.ctl, tid, old, cpu):
             self._set_tau(np.array([tid]))
             self._dirty = True
+        self._after_core()

@@ -95,6 +95,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.warmup_ns = int(warmup_ns)
         self.sample_ns = int(sample_ns)
         self.rng = rng
+        # The wake-up path's own stream (think times, wakers), drawn in batches (layout.Scratch.draws).
+        self._draw_rng = rng.spawn(1)[0]
         self.progress = progress
         self.env = simpy.Environment()
         self.view = SimView(self)
@@ -139,6 +141,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.t_last = [0] * nt
         self.t_gen = [0] * nt
         self.t_paused = [False] * nt
+        self.t_wgen = [0] * nt  # think times started: a think's wake-up is void once a later think began
         prof = [pods[pi].profile for pi in self.t_pod]
         self.p_cycles = [pr.cycles_per_op for pr in prof]
         self.p_misses = [float(pr.llc_misses_per_op) for pr in prof]
@@ -306,7 +309,14 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         for c in range(ncpu):
             sibs = self._core_of[c]
             self._core_cpus[c, :len(sibs)] = sibs
-        self._scratch = layout.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP))
+        self._scratch = layout.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP),
+                                       float(self.machine.spec.l2_kib * 1024))
+        # Per pod: its first thread (a pod's threads are numbered in a row) and whether it is throttled.
+        npods = len(self.pods)
+        self._P = np.zeros((2, npods + 1), dtype=np.int64)
+        self._P[layout.P_FIRST] = [p.tids[0] for p in self.pods] + [nt]
+        self._P[layout.P_THROTTLED, :npods] = self.q_throttled
+        self.q_throttled = memoryview(self._P[layout.P_THROTTLED])
         self._ctl = self._scratch.ctl
         self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
@@ -318,6 +328,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         sc = self._scratch
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
                            sc.s, sc.sf, sc.ctl, sc.heap)
+        self._fire_args = self._core_args + (self._P, sc.draws)
 
     def _set_lat_local(self) -> None:
         """Each CPU's own node's loaded latency, from the latency matrix of the last solve."""
@@ -437,27 +448,43 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._after_core()
 
     def _fire(self, _ev: simpy.Event) -> None:
-        """The thread events due now (:func:`numasim.sim.core.fire`), and what they need of Python."""
-        now = self.env.now
+        """The thread events due now (the armed timeout of :func:`numasim.sim.core.arm`)."""
         ctl = self._ctlv
-        if 0 <= ctl[layout.TIMER_AT] <= now:
+        if 0 <= ctl[layout.TIMER_AT] <= self.env.now:
             ctl[layout.TIMER_AT] = -1
+        self._run_core()
+
+    def _run_core(self) -> None:
+        """Run :func:`numasim.sim.core.fire` and give it what it stops for, until it is done."""
+        ctl = self._ctlv
+        now = self.env.now
         while True:
             ctl[layout.NOW] = now
-            code = core.fire(*self._core_args)
+            code = core.fire(*self._fire_args)
             self._after_core()
             if code == 0:
                 return
-            if code == layout.EV_COMPLETE:
-                self._complete_open(int(ctl[layout.TID]))
-            elif code == layout.EV_TOUCH:
-                self._touch_step(int(ctl[layout.TID]))
+            if code == layout.NEEDS_PLACE:
+                self._place_wake(ctl[layout.TID], ctl[layout.WAKER])
             elif code == layout.NEEDS_TAU or code == layout.NEEDS_SMT:
                 self._reshare_needs(code)
             elif code == layout.NEEDS_QUOTA:
                 self._quotas()
             elif code == layout.NEEDS_IDLE:
                 self._idle(ctl[layout.CPU])
+            elif code == layout.NEEDS_DRAWS:
+                self._refill_draws()
+            elif code == layout.NEEDS_XMOVE:
+                self._set_tau(np.array([ctl[layout.TID]]))
+                self._dirty = True
+            elif code == layout.NEEDS_SLICES:
+                self._slices_for(ctl[layout.CPU])
+            elif code == layout.NEEDS_REQUEST:
+                ctl[layout.ANSWER] = self._take_request(ctl[layout.TID])
+            elif code == layout.EV_COMPLETE:
+                self._complete_open(ctl[layout.TID])
+            elif code == layout.EV_TOUCH:
+                self._touch_step(ctl[layout.TID])
 
 
 def _policy_frame(exc: BaseException, cls: type) -> str | None:

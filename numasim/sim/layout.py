@@ -22,10 +22,10 @@ THREAD_FIELDS = (
      "p_req_ops", "p_think", "p_mlp", "c_ops", "c_cpu", "c_wait", "c_miss", "c_miss_local", "miss_pending",
      "c_kernel_ns", "r_share", "r_cap", "r_tau", "r_cshare", "r_ishare", "local", "t_plan_left"),
     ("t_pod", "t_cpu", "t_phase", "t_private", "t_req_arrival", "t_last", "t_gen", "t_shared_rid", "t_proc",
-     "p_req_mode", "c_moves", "c_xmoves", "c_wakeups", "c_faults", "c_numa_moves", "rq_next", "rq_prev"),
+     "p_req_mode", "c_moves", "c_xmoves", "c_wakeups", "c_faults", "c_numa_moves", "rq_next", "rq_prev", "t_wgen"),
     ("t_active", "t_waiting", "t_paused", "t_held", "p_waker_pod"),
 )
-CPU_FIELDS = (("c_cpu_busy", "lat_local"), ("nr", "rq_head", "rq_tail"), ())
+CPU_FIELDS = (("c_cpu_busy", "lat_local"), ("nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc"), ())
 
 _F = {name: k for k, name in enumerate(THREAD_FIELDS[0])}
 _I = {name: k for k, name in enumerate(THREAD_FIELDS[1])}
@@ -33,36 +33,47 @@ F_DEBT, F_REQ_LEFT, F_MISSES, F_STALL, F_GROW = _F["t_debt"], _F["t_req_left"], 
 F_REFILL, F_OPS, F_CPU, F_WAIT, F_MISS = _F["refill_lines"], _F["c_ops"], _F["c_cpu"], _F["c_wait"], _F["c_miss"]
 F_MISS_LOCAL, F_PENDING, F_SHARE, F_CAP, F_TAU = (_F["c_miss_local"], _F["miss_pending"], _F["r_share"],
                                                    _F["r_cap"], _F["r_tau"])
-F_LOCAL, F_PLAN = _F["local"], _F["t_plan_left"]
+F_LOCAL, F_PLAN, F_FOOT, F_MLP = _F["local"], _F["t_plan_left"], _F["p_footprint"], _F["p_mlp"]
+F_REQ_OPS, F_THINK = _F["p_req_ops"], _F["p_think"]
 I_CPU, I_PHASE, I_LAST, I_GEN, I_NEXT, I_PREV = (_I["t_cpu"], _I["t_phase"], _I["t_last"], _I["t_gen"],
                                                  _I["rq_next"], _I["rq_prev"])
 I_POD, I_ARRIVAL, I_MODE = _I["t_pod"], _I["t_req_arrival"], _I["p_req_mode"]
-B_ACTIVE, B_WAITING = THREAD_FIELDS[2].index("t_active"), THREAD_FIELDS[2].index("t_waiting")
+I_WGEN, I_MOVES, I_XMOVES, I_WAKEUPS = _I["t_wgen"], _I["c_moves"], _I["c_xmoves"], _I["c_wakeups"]
+B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = range(5)
 CF_BUSY, CF_LAT = 0, 1  # a CPU's busy time; the loaded local latency of its node
-CI_NR, CI_HEAD, CI_TAIL = 0, 1, 2
+CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC = range(5)
+P_FIRST, P_THROTTLED = range(2)  # rows of the pod table: first thread (a pod's are consecutive), throttled
 
 # Scratch rows (Scratch.s, ints; Scratch.sf, floats) and control slots (Scratch.ctl).
-S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_ARM_KIND, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS = range(10)
+S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU = range(11)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
- STAGE, N_LAT, QUOTA, CPU, LOG_CAP) = range(17)
-K_SWITCH, K_TOUCH_STEP = range(2)  # float constants (Scratch.kf)
+ STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, ANSWER, SINGLE, PREV) = range(24)
+K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)
+DRAW_U, DRAW_E = range(2)  # rows of Scratch.draws
+DRAWS = 1024  # random numbers drawn per batch  # float constants (Scratch.kf)
 # What a function needs from the caller before it can go on (its return value; 0: done), and
 # what a thread's event needs (fire).
-NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, EV_COMPLETE, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH = range(1, 9)
+(NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, EV_COMPLETE, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH, NEEDS_DRAWS,
+ NEEDS_REQUEST, NEEDS_PLACE, NEEDS_XMOVE, NEEDS_SLICES) = range(1, 14)
+WAKE_BEGIN = 100  # ctl[PENDING] that makes fire wake thread ctl[TID] up (and only that, with ctl[SINGLE])
 
 
 class Scratch:
     """Preallocated arrays the compiled functions take their requests from and write answers to,
     and the heap of thread events (rows time, thread, generation)."""
 
-    def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float):
+    def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float, l2_bytes: float):
         size = max(n_threads, n_cpus) + 1
-        self.s = np.zeros((10, 4 * size + 64), dtype=np.int64)
+        self.s = np.zeros((11, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(17, dtype=np.int64)
+        self.ctl = np.zeros(24, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
         self.ctl[TIMER_AT] = -1
         self.heap = np.zeros((3, 2 * n_threads + 64), dtype=np.int64)
-        self.kf = np.array([switch_ns, touch_step])
+        self.kf = np.array([switch_ns, touch_step, l2_bytes])
+        # Random numbers of the wake-up path, drawn in batches (rows DRAW_U: uniform, DRAW_E:
+        # standard exponential); ctl[U_AT], ctl[E_AT]: the next unused of each.
+        self.draws = np.zeros((2, DRAWS))
+        self.ctl[U_AT] = self.ctl[E_AT] = DRAWS

@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 from ..model.interconnect import Interconnect
 from ..model.curve import LoadedLatencyCurve
 
-__all__ = ["RateInputs", "RateSolution", "solve_rates", "refill_ns", "switch_efficiency", "LINE", "thread_latency"]
+__all__ = ["RateInputs", "RateSolution", "solve_rates", "LINE", "thread_latency"]
 
 LINE = 64  # bytes per cache line
 _MAX_MULTIPLIER = 1e4
@@ -369,14 +369,3 @@ def lines_in_flight(mlp: float, thread_mlp: float, core_mlp: float, k: int) -> f
     if math.isinf(core_mlp):
         return max(1.0, alone / k)
     return max(1.0, min(mlp, thread_mlp, core_mlp / k))
-
-
-def refill_ns(nbytes: float, latency_ns: float, mlp: float) -> float:
-    """Time to reload ``nbytes`` of cache contents from memory at ``latency_ns``."""
-    return (nbytes / LINE) * latency_ns / max(mlp, 1.0)
-
-
-def switch_efficiency(slice_ns: NDArray[np.float64], switch_ns: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Share of each time slice left for work after a context switch of ``switch_ns``."""
-    slice_ns = np.asarray(slice_ns, dtype=float)
-    return np.where(slice_ns > 0, slice_ns / np.maximum(slice_ns + switch_ns, 1e-300), 1.0)
