@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from . import core, layout
+from . import core, events, layout
 from .layout import N_ARM, N_LAT, N_MV, N_TOUCH
 from .memory import CHUNK
 from .state import TOUCH, WORK
@@ -55,13 +55,13 @@ class CpuRuntime:
         return out[:k].tolist()
 
     def _block(self, tid: int) -> None:
-        """Take a running thread off its runqueue (:func:`numasim.sim.core.block`); an idle CPU then asks the policy for work."""
+        """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the policy for work."""
         cpu = self.t_cpu[tid]
         self._ctlv[layout.NOW] = self.env.now
-        need = core.block(*self._core_args, tid, 0)
+        need = events.block(*self._core_args, tid, 0)
         if need == layout.NEEDS_TOUCH:
             self._after_core()
-            need = core.block(*self._core_args, tid, 1)
+            need = events.block(*self._core_args, tid, 1)
         self._reshare_finish(need)
         if self.nr[cpu] == 0:
             self._idle(cpu)
@@ -72,13 +72,9 @@ class CpuRuntime:
             self._apply(d)
 
     def _wake(self, tid: int) -> None:
-        """Wake ``tid`` up now, if it can run (:func:`numasim.sim.core.fire`, which also wakes
+        """Wake ``tid`` up now, if it can run (:func:`numasim.sim.events.fire`, which also wakes
         threads whose think time ended)."""
-        ctl = self._ctlv
-        ctl[layout.TID] = tid
-        ctl[layout.PENDING] = layout.WAKE_BEGIN
-        ctl[layout.SINGLE] = 1
-        self._run_core()
+        self._run_core(layout.WAKE_BEGIN, tid)
 
     def _place_wake(self, tid: int, waker: int) -> None:
         """The policy's CPU for a thread that wakes up (``waker``: the waker's CPU, -1 if none)."""

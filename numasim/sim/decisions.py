@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from ..policies.api import Charge, Decision, MemPolicy, MigratePages, Move, MoveChunks, SetAffinity, SetMemPolicy
-from . import core
+from . import events, layout
 
 __all__ = ["Decisions"]
 
@@ -112,19 +112,14 @@ class Decisions:
         if not 0 <= tid < len(self.t_cpu) or not self.t_active[tid]:
             raise PolicyError(self.policy.name, self.now, decision, f"thread {tid} is not on a runqueue")
         self._check_place(tid, cpu, decision)
-        old = self.t_cpu[tid]
-        if old == cpu:
+        if self.t_cpu[tid] == cpu:
             return
-        self._integrate(self._on_cpus([old, cpu]))
-        self._dequeue(tid)
-        self._charge_move(tid, old, cpu)
-        self._enqueue(tid, cpu)
-        self._update_cpus([old, cpu], integrated=True)
+        self._run_core(layout.MOVE_BEGIN, tid, cpu)  # numasim.sim.events._move
 
     def _charge_move(self, tid: int, old: int, cpu: int) -> None:
-        """Record a move and charge the cache refill it costs (:func:`numasim.sim.core.charge_move`)."""
+        """Record a move and charge the cache refill it costs (:func:`numasim.sim.events.charge_move`)."""
         sc = self._scratch
-        if core.charge_move(self._F, self._I, self._CF, self._CI, sc.kf, sc.s, sc.ctl, tid, old, cpu):
+        if events.charge_move(self._F, self._I, self._CF, self._CI, sc.kf, sc.s, sc.ctl, tid, old, cpu):
             self._set_tau(np.array([tid]))
             self._dirty = True
         self._after_core()

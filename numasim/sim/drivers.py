@@ -135,7 +135,7 @@ class Drivers:
 
     def _complete_open(self, tid: int) -> None:
         """An open-mode thread finished its request (its response time is logged): the next in the
-        queue, or wait for one. (Closed mode is :func:`numasim.sim.core.fire`'s.)"""
+        queue, or wait for one. (Closed mode is :func:`numasim.sim.events.fire`'s.)"""
         if self._take_request(tid):
             self._reschedule((tid,))
             return

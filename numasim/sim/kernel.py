@@ -42,7 +42,7 @@ from ..policies.api import (
 from .memory import Memory
 from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
-from . import core, layout
+from . import core, events, layout
 from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
@@ -322,6 +322,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
         self._set_lat_local()
         self._set_core_args()
+        self._core_depth = 0  # calls of _run_core under way
 
     def _set_core_args(self) -> None:
         """The arguments every compiled entry point of numasim.sim.core takes first."""
@@ -454,15 +455,32 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             ctl[layout.TIMER_AT] = -1
         self._run_core()
 
-    def _run_core(self) -> None:
-        """Run :func:`numasim.sim.core.fire` and give it what it stops for, until it is done."""
+    def _run_core(self, start: int = 0, tid: int = 0, cpu: int = 0) -> None:
+        """Run :func:`numasim.sim.events.fire` and give it what it stops for, until it is done:
+        the thread events due now, or with ``start`` (``layout.WAKE_BEGIN`` or ``MOVE_BEGIN``)
+        one wake-up of ``tid`` or one move of ``tid`` to ``cpu``.
+
+        What Python does for it may run it again (a CPU fell idle, and the policy's
+        ``idle()`` moves a thread there): the outer call's state is kept aside meanwhile.
+        """
         ctl = self._ctlv
         now = self.env.now
+        outer = [ctl[k] for k in layout.FIRE_STATE] if self._core_depth else None
+        if start:
+            ctl[layout.TID] = tid
+            ctl[layout.CPU] = cpu
+            ctl[layout.PENDING] = start
+            ctl[layout.SINGLE] = 1
+        self._core_depth += 1
         while True:
             ctl[layout.NOW] = now
-            code = core.fire(*self._fire_args)
+            code = events.fire(*self._fire_args)
             self._after_core()
             if code == 0:
+                self._core_depth -= 1
+                if outer is not None:
+                    for k, v in zip(layout.FIRE_STATE, outer):
+                        ctl[k] = v
                 return
             if code == layout.NEEDS_PLACE:
                 self._place_wake(ctl[layout.TID], ctl[layout.WAKER])

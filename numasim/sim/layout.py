@@ -57,6 +57,9 @@ DRAWS = 1024  # random numbers drawn per batch  # float constants (Scratch.kf)
 (NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, EV_COMPLETE, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH, NEEDS_DRAWS,
  NEEDS_REQUEST, NEEDS_PLACE, NEEDS_XMOVE, NEEDS_SLICES) = range(1, 14)
 WAKE_BEGIN = 100  # ctl[PENDING] that makes fire wake thread ctl[TID] up (and only that, with ctl[SINGLE])
+MOVE_BEGIN = 200  # ... that makes fire move thread ctl[TID] to CPU ctl[CPU]
+# What fire keeps in ctl while it waits for the caller (saved around a nested call).
+FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, ANSWER, SINGLE)
 
 
 class Scratch:

@@ -1,0 +1,317 @@
+"""The thread events, compiled: burst ends, request completions, wake-ups and policy moves.
+
+:func:`fire` runs the events due at an instant, or one wake-up or move Python asks for,
+with the primitives of :mod:`numasim.sim.core` (same buffers, same conventions). Each
+event is a small state machine: where it needs Python (the policy's ``wake()`` or
+``idle()``, first touch, a time per operation, SMT speeds, quotas, random numbers) it
+stops with a code, keeps its stage in ``ctl[PENDING]``, and goes on from there when
+called again (docs/architecture.md, "The fast path").
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .layout import (ANSWER, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
+                     DRAW_E, DRAW_U, EV_COMPLETE, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
+                     F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
+                     I_WAKEUPS, I_WGEN, I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE,
+                     NEEDS_PLACE, NEEDS_QUOTA, NEEDS_REQUEST, NEEDS_SLICES, NEEDS_TOUCH,
+                     NEEDS_XMOVE, NOW, N_ARM, N_IN, N_LAT, N_MV, N_TIDS, PENDING, PREV, P_FIRST, P_THROTTLED, QUOTA,
+                     SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID, S_WORK, TID,
+                     U_AT, WAKER, WAKE_BEGIN)
+from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
+from .perf import LINE
+from .state import TOUCH, WORK
+
+__all__ = ["fire", "block", "charge_move"]
+
+# Where fire takes an event up again (ctl[PENDING]): a burst end's stages, then a wake-up's.
+_AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
+_WAKE_REQUEST, _WAKE_PLACED, _WAKE_INTEGRATED, _WAKE_MOVED, _WAKE_RESHARED = range(WAKE_BEGIN + 1, WAKE_BEGIN + 6)
+_MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN + 4)
+
+
+@njit(cache=True)
+def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D):
+    """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`Simulation._run_core`).
+
+    A thread's burst end brings it up to now; if its request is not done, the rest is
+    rescheduled; if it is, :func:`_complete` logs its response time and blocks it until
+    its next request (in closed mode, a wake-up after a think time, in the heap too). A
+    wake-up is :func:`_wake`'s. With ``ctl[PENDING] = WAKE_BEGIN`` and ``ctl[SINGLE]``,
+    it wakes thread ``ctl[TID]`` up and returns (a wake-up Python asks for).
+
+    It stops for the caller, with ``ctl[TID]`` the thread, for: EV_TOUCH (a start-up
+    touch step ended), EV_COMPLETE (an open-mode request is done: the queue is
+    Python's), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA
+    (CFS quotas of the threads in ``s[S_TIDS]``), NEEDS_IDLE (``ctl[CPU]`` fell idle:
+    the policy's idle balancing), NEEDS_FLUSH (logs full), NEEDS_DRAWS (random numbers
+    used up), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
+    says where). 0 once no event is due (the next is armed).
+    """
+    now = ctl[NOW]
+    tid = ctl[TID]
+    one = s[S_WORK]
+    while True:
+        pending = ctl[PENDING]
+        ctl[PENDING] = 0
+        if pending == 0:
+            if ctl[SINGLE] != 0:
+                ctl[SINGLE] = 0
+                return 0
+            if ctl[N_ARM] > ctl[LOG_CAP] or ctl[N_LAT] > ctl[LOG_CAP] or ctl[N_MV] > ctl[LOG_CAP]:
+                return NEEDS_FLUSH
+            if ctl[HEAP_N] == 0 or H[0, 0] > now:
+                arm(I, s, ctl, H)
+                return 0
+            tid, gen = H[1, 0], H[2, 0]
+            stands = live(H, I, 0)
+            heap_pop(H, ctl)
+            if not stands:
+                continue
+            ctl[TID] = tid
+            if gen < 0:
+                pending = WAKE_BEGIN
+            elif not B[B_ACTIVE, tid]:
+                continue
+            else:
+                one[0] = tid
+                if integrate(F, I, CF, one, 1, now, s, sf, ctl):
+                    ctl[PENDING] = _AFTER_INTEGRATE
+                    return NEEDS_TOUCH
+                pending = _AFTER_INTEGRATE
+        if pending >= MOVE_BEGIN:
+            need = _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, pending)
+        elif pending >= WAKE_BEGIN:
+            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, tid, pending)
+        else:
+            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, D, tid, pending)
+        if need:
+            return need
+
+
+@njit(cache=True)
+def _stop(ctl, stage, need):
+    """Stop for the caller with ``need``; the event goes on at ``stage`` when called again."""
+    ctl[PENDING] = stage
+    return need
+
+
+@njit(cache=True)
+def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, D, tid, stage):
+    """A thread's burst ended (it is up to now): reschedule the rest of its request, or
+    complete it: log the response time, block, and in closed mode think (a wake-up after
+    an exponential think time, into the heap). Returns what it needs of the caller (0: done)."""
+    now = ctl[NOW]
+    if stage == _AFTER_INTEGRATE:
+        if I[I_PHASE, tid] == TOUCH:
+            return EV_TOUCH
+        if F[F_REQ_LEFT, tid] > 1e-6:
+            one = s[S_WORK]
+            one[0] = tid
+            reschedule(F, I, B, one, 1, kf, s, ctl, H)
+            return 0
+        k = ctl[N_LAT]
+        s[S_LAT_POD, k] = I[I_POD, tid]
+        s[S_LAT_NOW, k] = now
+        s[S_LAT_NS, k] = now - I[I_ARRIVAL, tid]
+        ctl[N_LAT] = k + 1
+        F[F_REQ_LEFT, tid] = math.inf
+        if I[I_MODE, tid] == 2:
+            return EV_COMPLETE
+        B[B_WAITING, tid] = True
+        ctl[CPU] = I[I_CPU, tid]
+        need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 0)
+        if need == NEEDS_TOUCH:
+            return _stop(ctl, _BLOCK_DEQUEUE, need)
+        if need:
+            return _stop(ctl, _BLOCK_RESHARED, need)
+        stage = _BLOCK_RESHARED
+    if stage == _BLOCK_DEQUEUE:
+        need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 1)
+        if need:
+            return _stop(ctl, _BLOCK_RESHARED, need)
+        stage = _BLOCK_RESHARED
+    if stage == _BLOCK_RESHARED:
+        if ctl[QUOTA] != 0 and ctl[N_TIDS] > 0:
+            return _stop(ctl, _BLOCK_QUOTA, NEEDS_QUOTA)
+        stage = _BLOCK_QUOTA
+    if stage == _BLOCK_QUOTA and CI[CI_NR, ctl[CPU]] == 0:
+        return _stop(ctl, _THINK, NEEDS_IDLE)
+    if I[I_MODE, tid] == 1:
+        think = F[F_THINK, tid]
+        step = 1
+        if think > 0.0:
+            k = ctl[E_AT]
+            if k == D.shape[1]:
+                return _stop(ctl, _THINK, NEEDS_DRAWS)
+            ctl[E_AT] = k + 1
+            step = max(int(think * D[DRAW_E, k]), 1)
+        # A later think voids this one's wake-up (a thread woken early, by a pause's end, may
+        # finish another request and think again before it is due).
+        I[I_WGEN, tid] += 1
+        heap_push(H, I, ctl, now + step, tid, -1 - I[I_WGEN, tid])
+    return 0
+
+
+@njit(cache=True)
+def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
+    """Take a running thread off its runqueue: the threads of its CPU are brought up to now
+    (NEEDS_TOUCH: call again at stage 1), then share the CPU without it (:func:`reshare`'s needs)."""
+    cpu = I[I_CPU, tid]
+    if stage == 0:
+        s[S_IN, 0] = cpu
+        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, s[S_WORK])
+        if integrate(F, I, CF, s[S_WORK], n, ctl[NOW], s, sf, ctl):
+            return NEEDS_TOUCH
+    dequeue(F, I, B, CI, tid)
+    I[I_GEN, tid] += 1
+    s[S_IN, 0] = cpu
+    ctl[N_IN] = 1
+    ctl[INTEGRATED] = 1
+    return reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+
+
+@njit(cache=True)
+def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, tid, stage):
+    """Thread ``tid`` wakes up, if it can run (working, not already queued, paused or held).
+
+    Its waker, with ``p_waker_pod``, is a thread of its pod on a runqueue, picked at
+    random (``ctl[WAKER]``, -1 if none); a new request starts if it was waiting for one
+    (NEEDS_REQUEST in open mode: Python's queue, ``ctl[ANSWER]`` 1 if one was taken).
+    The policy chooses its CPU (NEEDS_PLACE: into ``ctl[CPU]``); it and the threads there
+    are brought up to now; a move is charged (:func:`charge_move`; NEEDS_XMOVE across
+    nodes); a throttled pod's thread is held, others are queued and the CPU re-shared
+    (NEEDS_SLICES: the policy's slice for one thread more first), then CFS quotas.
+    """
+    now = ctl[NOW]
+    if stage == WAKE_BEGIN:
+        if I[I_PHASE, tid] != WORK or B[B_ACTIVE, tid] or B[B_PAUSED, tid] or B[B_HELD, tid]:
+            return 0
+        waker = -1
+        if B[B_WAKER, tid]:
+            pod = I[I_POD, tid]
+            k = 0
+            for t in range(P[P_FIRST, pod], P[P_FIRST, pod + 1]):
+                if t != tid and B[B_ACTIVE, t]:
+                    k += 1
+            if k:
+                u = ctl[U_AT]
+                if u == D.shape[1]:
+                    return _stop(ctl, WAKE_BEGIN, NEEDS_DRAWS)
+                ctl[U_AT] = u + 1
+                j = int(D[DRAW_U, u] * k)
+                for t in range(P[P_FIRST, pod], P[P_FIRST, pod + 1]):
+                    if t != tid and B[B_ACTIVE, t]:
+                        if j == 0:
+                            waker = I[I_CPU, t]
+                            break
+                        j -= 1
+        ctl[WAKER] = waker
+        if B[B_WAITING, tid]:
+            if I[I_MODE, tid] == 2:
+                return _stop(ctl, _WAKE_REQUEST, NEEDS_REQUEST)
+            I[I_ARRIVAL, tid] = now
+            F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
+            B[B_WAITING, tid] = False
+        return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
+    if stage == _WAKE_REQUEST:
+        if ctl[ANSWER] == 0:
+            return 0
+        B[B_WAITING, tid] = False
+        return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
+    cpu = ctl[CPU]
+    if stage == _WAKE_PLACED:
+        ctl[PREV] = I[I_CPU, tid]
+        I[I_WAKEUPS, tid] += 1
+        one = s[S_WORK]
+        one[0] = tid
+        s[S_IN, 0] = cpu
+        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, one[1:])
+        if integrate(F, I, CF, one, n + 1, now, s, sf, ctl):
+            return _stop(ctl, _WAKE_INTEGRATED, NEEDS_TOUCH)
+        stage = _WAKE_INTEGRATED
+    if stage == _WAKE_INTEGRATED:
+        prev = ctl[PREV]
+        if cpu != prev and charge_move(F, I, CF, CI, kf, s, ctl, tid, prev, cpu):
+            return _stop(ctl, _WAKE_MOVED, NEEDS_XMOVE)
+        stage = _WAKE_MOVED
+    if stage == _WAKE_MOVED:
+        if P[P_THROTTLED, I[I_POD, tid]]:
+            I[I_CPU, tid] = cpu
+            B[B_HELD, tid] = True
+            return 0
+        if CI[CI_NR, cpu] + 1 >= slices.shape[0]:
+            return _stop(ctl, _WAKE_MOVED, NEEDS_SLICES)
+        enqueue(I, B, CI, tid, cpu)
+        s[S_IN, 0] = cpu
+        ctl[N_IN] = 1
+        ctl[INTEGRATED] = 1
+        need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+        if need:
+            return _stop(ctl, _WAKE_RESHARED, need)
+    if ctl[QUOTA] != 0:
+        return _stop(ctl, 0, NEEDS_QUOTA)
+    return 0
+
+
+@njit(cache=True)
+def charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
+    """Record a move of ``tid`` from CPU ``old`` to ``cpu`` (into the move log) and charge the cache
+    refill it costs: within one LLC only the private caches (up to the L2) are lost, across LLCs
+    the whole footprint, reloaded at the destination node's loaded latency. Across nodes the
+    thread's CPU is set and 1 returned: its time per operation changes (the caller's)."""
+    foot = F[F_FOOT, tid]
+    if CI[CI_LLC, old] == CI[CI_LLC, cpu]:
+        foot = min(foot, kf[K_L2])
+    F[F_DEBT, tid] += (foot / LINE) * CF[CF_LAT, cpu] / max(F[F_MLP, tid], 1.0)
+    I[I_MOVES, tid] += 1
+    k = ctl[N_MV]
+    s[S_MV_TID, k] = tid
+    s[S_MV_CPU, k] = cpu
+    ctl[N_MV] = k + 1
+    if CI[CI_NODE, old] != CI[CI_NODE, cpu]:
+        I[I_XMOVES, tid] += 1
+        I[I_CPU, tid] = cpu
+        return 1
+    return 0
+
+
+@njit(cache=True)
+def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
+    """A policy moves queued thread ``tid`` to CPU ``ctl[CPU]`` (another than its own): the threads
+    of both CPUs are brought up to now, it leaves its runqueue, the move is charged
+    (:func:`charge_move`; NEEDS_XMOVE across nodes), it joins the other (NEEDS_SLICES: the
+    policy's slice for one thread more first) and both CPUs are re-shared, then CFS quotas."""
+    cpu = ctl[CPU]
+    if stage == MOVE_BEGIN:
+        ctl[PREV] = I[I_CPU, tid]
+        s[S_IN, 0] = ctl[PREV]
+        s[S_IN, 1] = cpu
+        n = gather(I, CI, core_cpus, s[S_IN], 2, ctl[SMT] != 0, s[S_WORK])
+        if integrate(F, I, CF, s[S_WORK], n, ctl[NOW], s, sf, ctl):
+            return _stop(ctl, _MOVE_INTEGRATED, NEEDS_TOUCH)
+        stage = _MOVE_INTEGRATED
+    old = ctl[PREV]
+    if stage == _MOVE_INTEGRATED:
+        dequeue(F, I, B, CI, tid)
+        if charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
+            return _stop(ctl, _MOVE_MOVED, NEEDS_XMOVE)
+        stage = _MOVE_MOVED
+    if stage == _MOVE_MOVED:
+        if CI[CI_NR, cpu] + 1 >= slices.shape[0]:
+            return _stop(ctl, _MOVE_MOVED, NEEDS_SLICES)
+        enqueue(I, B, CI, tid, cpu)
+        s[S_IN, 0] = old
+        s[S_IN, 1] = cpu
+        ctl[N_IN] = 2
+        ctl[INTEGRATED] = 1
+        need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+        if need:
+            return _stop(ctl, _MOVE_RESHARED, need)
+    if ctl[QUOTA] != 0:
+        return _stop(ctl, 0, NEEDS_QUOTA)
+    return 0
