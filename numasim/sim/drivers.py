@@ -6,10 +6,10 @@ methods share (see docs/architecture.md).
 
 from __future__ import annotations
 
-
+import numpy as np
 
 from ..errors import PolicyError
-from . import layout
+from . import events, layout
 from .cpu import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -126,32 +126,36 @@ class Drivers:
         self._reschedule((tid,))
 
     def _take_request(self, tid: int) -> bool:
-        q = self.queue[self.t_pod[tid]]
-        if not q:
-            return False
-        self.t_req_arrival[tid] = q.popleft()
-        self.t_req_left[tid] = self.p_req_ops[tid]
-        return True
-
-    def _complete_open(self, tid: int) -> None:
-        """An open-mode thread finished its request (its response time is logged): the next in the
-        queue, or wait for one. (Closed mode is :func:`numasim.sim.events.fire`'s.)"""
-        if self._take_request(tid):
-            self._reschedule((tid,))
-            return
-        self.t_waiting[tid] = True
-        self._block(tid)
+        """Start the next request of the pod's open-mode queue, if any (:func:`numasim.sim.events.take_request`)."""
+        return events.take_request(self._F, self._I, self._P, self._Q, tid)
 
     def _open_arrivals(self, pod: PodInstance):
         """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""
-        q = self.queue[pod.index]
+        p = pod.index
         while pod.status == "running":
-            yield self.env.timeout(max(int(self.rng.exponential(1.0 / self.q_rate[pod.index])), 1))
-            q.append(self.now)
+            yield self.env.timeout(max(int(self.rng.exponential(1.0 / self.q_rate[p])), 1))
+            self._enqueue_request(p, self.now)
             idle = [t for t in pod.tids if self.t_waiting[t] and self.t_phase[t] == WORK
                     and not self.t_paused[t] and not self.t_held[t] and not self.t_active[t]]
             if idle:
                 self._wake(idle[int(self.rng.integers(len(idle)))])
+
+    def _enqueue_request(self, p: int, when: int) -> None:
+        """Add a request arrived at ``when`` to pod ``p``'s queue (a ring, twice as long when full)."""
+        P, Q = self._P, self._Q
+        head, n = int(P[layout.P_QHEAD, p]), int(P[layout.P_QLEN, p])
+        cap = Q.shape[1]
+        if n == cap:
+            grown = np.zeros((Q.shape[0], 2 * cap), dtype=np.int64)
+            for q in range(Q.shape[0]):  # every ring starts again at 0
+                k, h = int(P[layout.P_QLEN, q]), int(P[layout.P_QHEAD, q])
+                grown[q, :k] = np.roll(Q[q], -h)[:k]
+                P[layout.P_QHEAD, q] = 0
+            self._Q = Q = grown
+            self._set_core_args()
+            head, cap = 0, 2 * cap
+        Q[p, (head + n) % cap] = when
+        P[layout.P_QLEN, p] = n + 1
 
     def drive_open(self, rates_per_s: dict[int, float]) -> None:
         """From now on, the pods named (by index) take requests open-loop, Poisson at these rates per second.

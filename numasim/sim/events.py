@@ -14,28 +14,29 @@ import math
 
 from numba import njit
 
-from .layout import (ANSWER, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
-                     DRAW_E, DRAW_U, EV_COMPLETE, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
+from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
+                     DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
                      F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
                      I_WAKEUPS, I_WGEN, I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE,
-                     NEEDS_PLACE, NEEDS_QUOTA, NEEDS_REQUEST, NEEDS_SLICES, NEEDS_TOUCH,
-                     NEEDS_XMOVE, NOW, N_ARM, N_IN, N_LAT, N_MV, N_TIDS, PENDING, PREV, P_FIRST, P_THROTTLED, QUOTA,
+                     NEEDS_PLACE, NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH,
+                     NEEDS_XMOVE, NOW, N_ARM, N_IN, N_LAT, N_MV, N_TIDS, PENDING, PREV, P_FIRST, P_QHEAD, P_QLEN,
+                     P_THROTTLED, QUOTA,
                      SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID, S_WORK, TID,
                      U_AT, WAKER, WAKE_BEGIN)
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
 from .perf import LINE
 from .state import TOUCH, WORK
 
-__all__ = ["fire", "block", "charge_move"]
+__all__ = ["fire", "block", "charge_move", "take_request"]
 
 # Where fire takes an event up again (ctl[PENDING]): a burst end's stages, then a wake-up's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
-_WAKE_REQUEST, _WAKE_PLACED, _WAKE_INTEGRATED, _WAKE_MOVED, _WAKE_RESHARED = range(WAKE_BEGIN + 1, WAKE_BEGIN + 6)
+_WAKE_PLACED, _WAKE_INTEGRATED, _WAKE_MOVED, _WAKE_RESHARED = range(WAKE_BEGIN + 1, WAKE_BEGIN + 5)
 _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN + 4)
 
 
 @njit(cache=True)
-def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D):
+def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q):
     """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`Simulation._run_core`).
 
     A thread's burst end brings it up to now; if its request is not done, the rest is
@@ -45,8 +46,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D):
     it wakes thread ``ctl[TID]`` up and returns (a wake-up Python asks for).
 
     It stops for the caller, with ``ctl[TID]`` the thread, for: EV_TOUCH (a start-up
-    touch step ended), EV_COMPLETE (an open-mode request is done: the queue is
-    Python's), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA
+    touch step ended), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA
     (CFS quotas of the threads in ``s[S_TIDS]``), NEEDS_IDLE (``ctl[CPU]`` fell idle:
     the policy's idle balancing), NEEDS_FLUSH (logs full), NEEDS_DRAWS (random numbers
     used up), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
@@ -86,9 +86,9 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D):
         if pending >= MOVE_BEGIN:
             need = _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, pending)
         elif pending >= WAKE_BEGIN:
-            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, tid, pending)
+            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, pending)
         else:
-            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, D, tid, pending)
+            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, pending)
         if need:
             return need
 
@@ -101,10 +101,11 @@ def _stop(ctl, stage, need):
 
 
 @njit(cache=True)
-def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, D, tid, stage):
+def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, stage):
     """A thread's burst ended (it is up to now): reschedule the rest of its request, or
-    complete it: log the response time, block, and in closed mode think (a wake-up after
-    an exponential think time, into the heap). Returns what it needs of the caller (0: done)."""
+    complete it: log the response time; in open mode take the next request of the pod's
+    queue if there is one; else block, and in closed mode think (a wake-up after an
+    exponential think time, into the heap). Returns what it needs of the caller (0: done)."""
     now = ctl[NOW]
     if stage == _AFTER_INTEGRATE:
         if I[I_PHASE, tid] == TOUCH:
@@ -120,8 +121,11 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, D, tid, sta
         s[S_LAT_NS, k] = now - I[I_ARRIVAL, tid]
         ctl[N_LAT] = k + 1
         F[F_REQ_LEFT, tid] = math.inf
-        if I[I_MODE, tid] == 2:
-            return EV_COMPLETE
+        if I[I_MODE, tid] == 2 and take_request(F, I, P, Q, tid):
+            one = s[S_WORK]
+            one[0] = tid
+            reschedule(F, I, B, one, 1, kf, s, ctl, H)
+            return 0
         B[B_WAITING, tid] = True
         ctl[CPU] = I[I_CPU, tid]
         need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 0)
@@ -176,12 +180,12 @@ def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
 
 
 @njit(cache=True)
-def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, tid, stage):
+def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, stage):
     """Thread ``tid`` wakes up, if it can run (working, not already queued, paused or held).
 
     Its waker, with ``p_waker_pod``, is a thread of its pod on a runqueue, picked at
     random (``ctl[WAKER]``, -1 if none); a new request starts if it was waiting for one
-    (NEEDS_REQUEST in open mode: Python's queue, ``ctl[ANSWER]`` 1 if one was taken).
+    (in open mode the pod's queue's first, if any: else it does not wake up).
     The policy chooses its CPU (NEEDS_PLACE: into ``ctl[CPU]``); it and the threads there
     are brought up to now; a move is charged (:func:`charge_move`; NEEDS_XMOVE across
     nodes); a throttled pod's thread is held, others are queued and the CPU re-shared
@@ -213,15 +217,12 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, tid, stag
         ctl[WAKER] = waker
         if B[B_WAITING, tid]:
             if I[I_MODE, tid] == 2:
-                return _stop(ctl, _WAKE_REQUEST, NEEDS_REQUEST)
-            I[I_ARRIVAL, tid] = now
-            F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
+                if not take_request(F, I, P, Q, tid):
+                    return 0
+            else:
+                I[I_ARRIVAL, tid] = now
+                F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
             B[B_WAITING, tid] = False
-        return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
-    if stage == _WAKE_REQUEST:
-        if ctl[ANSWER] == 0:
-            return 0
-        B[B_WAITING, tid] = False
         return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
     cpu = ctl[CPU]
     if stage == _WAKE_PLACED:
@@ -315,3 +316,18 @@ def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
     if ctl[QUOTA] != 0:
         return _stop(ctl, 0, NEEDS_QUOTA)
     return 0
+
+
+@njit(cache=True)
+def take_request(F, I, P, Q, tid):
+    """Start the next request of ``tid``'s pod's open-mode queue (a ring per pod in ``Q``), if there is one."""
+    pod = I[I_POD, tid]
+    n = P[P_QLEN, pod]
+    if n == 0:
+        return False
+    head = P[P_QHEAD, pod]
+    I[I_ARRIVAL, tid] = Q[pod, head]
+    P[P_QHEAD, pod] = (head + 1) % Q.shape[1]
+    P[P_QLEN, pod] = n - 1
+    F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
+    return True

@@ -26,7 +26,6 @@ import traceback
 from array import array
 from pathlib import Path
 import math
-from collections import deque
 from typing import Callable
 
 import numpy as np
@@ -187,7 +186,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.p_req_mode = [0 if r is None else (1 if r.mode == "closed" else 2) for r in reqs]
         self.p_req_ops = [math.inf if r is None else float(r.ops) for r in reqs]
         self.p_think = [0.0 if r is None else r.think_ms * 1e6 for r in reqs]
-        self.queue: list[deque[int]] = [deque() for _ in pods]  # open mode: arrival times per pod
         self._injecting: set[int] = set()
         self.latencies = ResponseTimes(len(pods), self.warmup_ns)
         self.n_events = 0
@@ -313,10 +311,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
                                        float(self.machine.spec.l2_kib * 1024))
         # Per pod: its first thread (a pod's threads are numbered in a row) and whether it is throttled.
         npods = len(self.pods)
-        self._P = np.zeros((2, npods + 1), dtype=np.int64)
+        self._P = np.zeros((4, npods + 1), dtype=np.int64)
         self._P[layout.P_FIRST] = [p.tids[0] for p in self.pods] + [nt]
         self._P[layout.P_THROTTLED, :npods] = self.q_throttled
         self.q_throttled = memoryview(self._P[layout.P_THROTTLED])
+        self._Q = np.zeros((npods, 16), dtype=np.int64)  # open mode: each pod's queue of arrival times (a ring)
         self._ctl = self._scratch.ctl
         self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
@@ -329,7 +328,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         sc = self._scratch
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
                            sc.s, sc.sf, sc.ctl, sc.heap)
-        self._fire_args = self._core_args + (self._P, sc.draws)
+        self._fire_args = self._core_args + (self._P, sc.draws, self._Q)
 
     def _set_lat_local(self) -> None:
         """Each CPU's own node's loaded latency, from the latency matrix of the last solve."""
@@ -497,10 +496,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
                 self._dirty = True
             elif code == layout.NEEDS_SLICES:
                 self._slices_for(ctl[layout.CPU])
-            elif code == layout.NEEDS_REQUEST:
-                ctl[layout.ANSWER] = self._take_request(ctl[layout.TID])
-            elif code == layout.EV_COMPLETE:
-                self._complete_open(ctl[layout.TID])
             elif code == layout.EV_TOUCH:
                 self._touch_step(ctl[layout.TID])
 

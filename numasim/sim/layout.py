@@ -42,24 +42,26 @@ I_WGEN, I_MOVES, I_XMOVES, I_WAKEUPS = _I["t_wgen"], _I["c_moves"], _I["c_xmoves
 B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = range(5)
 CF_BUSY, CF_LAT = 0, 1  # a CPU's busy time; the loaded local latency of its node
 CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC = range(5)
-P_FIRST, P_THROTTLED = range(2)  # rows of the pod table: first thread (a pod's are consecutive), throttled
+# Rows of the pod table: first thread (a pod's are numbered in a row), throttled, and its open-mode
+# queue of request arrival times (a ring in Simulation._Q, a row per pod): first entry, length.
+P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN = range(4)
 
 # Scratch rows (Scratch.s, ints; Scratch.sf, floats) and control slots (Scratch.ctl).
 S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU = range(11)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
- STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, ANSWER, SINGLE, PREV) = range(24)
+ STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV) = range(23)
 K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)
 DRAW_U, DRAW_E = range(2)  # rows of Scratch.draws
 DRAWS = 1024  # random numbers drawn per batch  # float constants (Scratch.kf)
 # What a function needs from the caller before it can go on (its return value; 0: done), and
 # what a thread's event needs (fire).
-(NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, EV_COMPLETE, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH, NEEDS_DRAWS,
- NEEDS_REQUEST, NEEDS_PLACE, NEEDS_XMOVE, NEEDS_SLICES) = range(1, 14)
+(NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH, NEEDS_DRAWS, NEEDS_PLACE,
+ NEEDS_XMOVE, NEEDS_SLICES) = range(1, 12)
 WAKE_BEGIN = 100  # ctl[PENDING] that makes fire wake thread ctl[TID] up (and only that, with ctl[SINGLE])
 MOVE_BEGIN = 200  # ... that makes fire move thread ctl[TID] to CPU ctl[CPU]
 # What fire keeps in ctl while it waits for the caller (saved around a nested call).
-FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, ANSWER, SINGLE)
+FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, SINGLE)
 
 
 class Scratch:
@@ -70,7 +72,7 @@ class Scratch:
         size = max(n_threads, n_cpus) + 1
         self.s = np.zeros((11, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(24, dtype=np.int64)
+        self.ctl = np.zeros(23, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
         self.ctl[TIMER_AT] = -1
