@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser(
         "run", help="run a scenario and print throughput and locality per policy",
         description="Simulate every policy variant of a scenario (each over the scenario's seeds, in parallel) and "
-                    "print one row per variant: throughput, throughput relative to the baseline with its 95 %% "
+                    "print one row per variant: throughput, throughput relative to the baseline with its 95 % "
                     "interval, locality, migrations, CPU utilisation, rejected pods, and the p99 response time and "
                     "SLA score for request-driven workloads; warning: lines say when a ranking is within the noise. "
                     "Example: numasim run scenarios/pacific.yaml --policy numactl --replications 1 --no-sla "

@@ -1,10 +1,13 @@
-"""The engine's compiled functions (numasim.sim.core) give what the same code gives run as Python.
+"""The engine's compiled functions (numasim.sim.core, numasim.sim.events) give what the same code gives run as Python.
 
 numba compiles them; ``NUMBA_DISABLE_JIT=1`` makes them plain Python functions over the
-same numpy arrays. A scenario that goes through every stop of the compiled path (SMT
-speeds, unknown times per op, first touch at start-up and while working, CFS quotas,
-open- and closed-mode requests, idle balancing, NUMA balancing's moves) is run both ways
-in separate processes, and every figure of the results must be the same to the last bit.
+same numpy arrays. A scenario that goes through most stops of the compiled path (SMT
+speeds, first touch at start-up and while working, CFS quotas (k8s enforces the CPU
+limit), open- and closed-mode requests, wake-ups placed by each policy, idle balancing and
+its moves, moves across nodes, NUMA balancing) is run both ways in separate processes,
+and every figure of the results must be the same to the last bit. Not reached here: the
+logs filling up between two events (NEEDS_FLUSH), a policy's slice asked for a longer
+runqueue than any before (NEEDS_SLICES), a time per op unknown at a re-share (NEEDS_TAU).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def _scenario() -> dict:
             {"label": "cfs", "policy": "cfs"},
             {"label": "cfs+numab", "policy": "cfs", "options": {"numa_balancing": True}},
             {"label": "esxi", "policy": "esxi"},
+            {"label": "k8s", "policy": "k8s"},  # the one that enforces CPU limits: CFS quotas
         ],
     )
 
@@ -62,8 +66,9 @@ def _run(jit: bool) -> list:
 
 def test_compiled_and_python_runs_are_identical():
     compiled, python = _run(jit=True), _run(jit=False)
-    assert [r["label"] for r in compiled] == ["cfs", "cfs+numab", "esxi"]
+    assert [r["label"] for r in compiled] == ["cfs", "cfs+numab", "esxi", "k8s"]
     assert compiled == python
     # The scenario reaches what it is meant to: work was done, and every pod ran.
     for run in compiled:
         assert run["throughput"] > 0
+    assert compiled[-1]["throttled_seconds"] > 0  # the quota bound

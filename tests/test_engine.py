@@ -146,3 +146,44 @@ def test_select_variants_by_label_first_then_policy_name():
     assert labels(["cfs"]) == ["cfs"]  # the label, not every variant of the cfs policy
     assert labels(["numactl"]) == ["cfs", "numactl"]  # the baseline always runs
     assert labels(["taskset"]) == ["cfs", "taskset-node", "taskset-naive", "taskset-late"]
+
+
+def test_pauses_and_arrivals_come_at_the_same_moments_whatever_the_policy(monkeypatch):
+    # Common random numbers: each process's pauses and each pod's open-mode arrivals draw from
+    # streams of their own, so the variants of one seed differ by their policies, not by their
+    # draws (an open-mode pod starts when its workers have touched their memory, which depends
+    # on the policy: its arrivals then start later, but their spacing is the same).
+    from numasim.sim import drivers
+
+    seen: dict[str, dict] = {}
+    original = drivers.Drivers._stream
+
+    def recording(self, kind, ident):
+        rng = original(self, kind, ident)
+        draws = seen.setdefault(self.policy.name, {}).setdefault((kind, ident), [])
+
+        class Recorder:
+            def exponential(self, scale):
+                draws.append(rng.exponential(scale))
+                return draws[-1]
+
+            def random(self):
+                return rng.random()
+
+        return Recorder()
+
+    monkeypatch.setattr(drivers.Drivers, "_stream", recording)
+    data = small_scenario(
+        workloads={"java": {"base": "java-transactions", "touch_gbps": 8.0},
+                   "open": {"base": "java-transactions", "requests": {"mode": "open", "ops": 30, "rate_per_s": 300}}},
+        pods=[{"name": "app", "replicas": 2, "threads": 3, "memory": "2GiB", "profile": "java"},
+              {"name": "server", "threads": 2, "memory": "1GiB", "profile": "open"}],
+        policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}],
+        replications=1)
+    run_small(data, workers=1, with_sla=False)
+    assert set(seen) == {"cfs", "numactl"}, list(seen)
+    cfs, numactl = seen["cfs"], seen["numactl"]
+    assert set(cfs) == set(numactl) and {k for k, _ in cfs} == {drivers.STREAM_PAUSES, drivers.STREAM_ARRIVALS}
+    for key, draws in cfs.items():
+        n = min(len(draws), len(numactl[key]))
+        assert n >= 5 and draws[:n] == numactl[key][:n], key

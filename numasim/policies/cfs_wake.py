@@ -14,7 +14,11 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from .. import jit
+
 from .balance_pass import SCALE
+
+jit.fresh(__file__, "balance_pass.py")
 
 __all__ = ["WakeTables", "wake_cpu"]
 

@@ -26,6 +26,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .. import jit
+
 from .layout import (B_ACTIVE, CF_BUSY, CF_LAT, CI_HEAD, CI_NR, CI_TAIL, F_CAP, F_CPU, F_DEBT, F_GROW, F_LOCAL,
                      F_MISS, F_MISSES, F_MISS_LOCAL, F_OPS, F_PENDING, F_PLAN, F_REFILL, F_REQ_LEFT, F_SHARE,
                      F_STALL, F_TAU, F_WAIT, HEAP_N, INTEGRATED, I_CPU, I_GEN, I_LAST, I_NEXT, I_PHASE, I_PREV,
@@ -34,6 +36,8 @@ from .layout import (B_ACTIVE, CF_BUSY, CF_LAT, CI_HEAD, CI_NR, CI_TAIL, F_CAP, 
                      TIMER_AT)
 from .perf import LINE
 from .state import TOUCH, WORK
+
+jit.fresh(__file__, "layout.py", "perf.py", "state.py")
 
 __all__ = ["integrate", "enqueue", "dequeue", "gather", "shares", "capacities",
            "reshare", "reschedule", "live", "arm", "heap_push", "heap_pop"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from ..policies.api import Charge, Decision, MemPolicy, MigratePages, Move, MoveChunks, SetAffinity, SetMemPolicy
-from . import events, layout
+from . import layout
 
 __all__ = ["Decisions"]
 
@@ -115,11 +115,3 @@ class Decisions:
         if self.t_cpu[tid] == cpu:
             return
         self._run_core(layout.MOVE_BEGIN, tid, cpu)  # numasim.sim.events._move
-
-    def _charge_move(self, tid: int, old: int, cpu: int) -> None:
-        """Record a move and charge the cache refill it costs (:func:`numasim.sim.events.charge_move`)."""
-        sc = self._scratch
-        if events.charge_move(self._F, self._I, self._CF, self._CI, sc.kf, sc.s, sc.ctl, tid, old, cpu):
-            self._set_tau(np.array([tid]))
-            self._dirty = True
-        self._after_core()

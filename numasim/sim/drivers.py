@@ -16,6 +16,10 @@ from .trace import PodInstance
 
 __all__ = ["Drivers"]
 
+# Random streams of their own, below the engine's (SeedSequence spawn keys; the wake-up
+# path's is the engine's first spawned child, 0).
+STREAM_PAUSES, STREAM_ARRIVALS = 1, 2
+
 
 class Drivers:
     def _arrivals(self):
@@ -129,16 +133,26 @@ class Drivers:
         """Start the next request of the pod's open-mode queue, if any (:func:`numasim.sim.events.take_request`)."""
         return events.take_request(self._F, self._I, self._P, self._Q, tid)
 
+    def _stream(self, kind: int, ident: int) -> np.random.Generator:
+        """The random stream of one pod's arrivals or one process's pauses (``ident``: the pod, or
+        the process's first thread), derived from the engine's seed and its own name alone: it
+        draws the same numbers whatever the policy does, and whatever order the streams start in
+        (common random numbers across the variants of a seed)."""
+        seq = self.rng.bit_generator.seed_seq
+        return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, kind, ident)))
+
     def _open_arrivals(self, pod: PodInstance):
         """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""
         p = pod.index
+        rng = self._stream(STREAM_ARRIVALS, p)
         while pod.status == "running":
-            yield self.env.timeout(max(int(self.rng.exponential(1.0 / self.q_rate[p])), 1))
+            yield self.env.timeout(max(int(rng.exponential(1.0 / self.q_rate[p])), 1))
+            pick = rng.random()  # drawn whether or not a worker is idle: the next arrival's time stays the same
             self._enqueue_request(p, self.now)
             idle = [t for t in pod.tids if self.t_waiting[t] and self.t_phase[t] == WORK
                     and not self.t_paused[t] and not self.t_held[t] and not self.t_active[t]]
             if idle:
-                self._wake(idle[int(self.rng.integers(len(idle)))])
+                self._wake(idle[int(pick * len(idle))])
 
     def _enqueue_request(self, p: int, when: int) -> None:
         """Add a request arrived at ``when`` to pod ``p``'s queue (a ring, twice as long when full)."""
@@ -177,8 +191,9 @@ class Drivers:
     def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
         """Stop-the-world pauses (a JVM's safepoints): every thread of one process blocks at once."""
         prof = pod.profile
+        rng = self._stream(STREAM_PAUSES, members[0])
         while pod.status == "running":
-            yield self.env.timeout(max(int(self.rng.exponential(prof.pause_interval_ms * 1e6)), 1))
+            yield self.env.timeout(max(int(rng.exponential(prof.pause_interval_ms * 1e6)), 1))
             if pod.status != "running":
                 return
             held = [t for t in members if self.t_phase[t] == WORK]
@@ -186,7 +201,7 @@ class Drivers:
                 self.t_paused[tid] = True
                 if self.t_active[tid]:
                     self._block(tid)
-            yield self.env.timeout(max(int(self.rng.exponential(prof.pause_ms * 1e6)), 1))
+            yield self.env.timeout(max(int(rng.exponential(prof.pause_ms * 1e6)), 1))
             for tid in held:
                 self.t_paused[tid] = False
                 self._wake(tid)

@@ -14,6 +14,8 @@ import math
 
 from numba import njit
 
+from .. import jit
+
 from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
                      DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
                      F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
@@ -26,6 +28,8 @@ from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
 from .perf import LINE
 from .state import TOUCH, WORK
+
+jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py")
 
 __all__ = ["fire", "block", "charge_move", "take_request"]
 

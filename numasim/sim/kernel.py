@@ -73,7 +73,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
     sample_ns
         Interval of the recorded time series.
     rng
-        The engine's random stream (burst and sleep lengths, wakers).
+        The engine's random stream, which the engine's own streams derive from: think times
+        and wakers, each pod's open-mode arrivals, each process's pauses.
     """
 
     def __init__(
@@ -471,15 +472,20 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             ctl[layout.PENDING] = start
             ctl[layout.SINGLE] = 1
         self._core_depth += 1
+        try:
+            self._serve_core(ctl, now)
+        finally:
+            self._core_depth -= 1
+            if outer is not None:
+                for k, v in zip(layout.FIRE_STATE, outer):
+                    ctl[k] = v
+
+    def _serve_core(self, ctl: memoryview, now: int) -> None:
         while True:
             ctl[layout.NOW] = now
             code = events.fire(*self._fire_args)
             self._after_core()
             if code == 0:
-                self._core_depth -= 1
-                if outer is not None:
-                    for k, v in zip(layout.FIRE_STATE, outer):
-                        ctl[k] = v
                 return
             if code == layout.NEEDS_PLACE:
                 self._place_wake(ctl[layout.TID], ctl[layout.WAKER])
