@@ -54,6 +54,76 @@ class CpuRuntime:
         k = core.gather(self._I, self._CI, self._core_cpus, ids, ids.size, self._smt, out)
         return out[:k].tolist()
 
+    def _reschedule(self, tids) -> None:
+        """Schedule each thread's next own event: end of its touch, or of its burst (:func:`numasim.sim.core.reschedule`)."""
+        ids = np.array(tids, dtype=np.int64)
+        self._ctlv[layout.NOW] = self.env.now
+        core.reschedule(self._F, self._I, self._B, ids, ids.size, self._scratch.kf, self._scratch.s, self._ctl,
+                        self._scratch.heap)
+        self._after_core()
+
+    def _arm(self) -> None:
+        """Make sure a simpy timeout is pending for the earliest thread event (:func:`numasim.sim.core.arm`)."""
+        core.arm(self._I, self._scratch.s, self._ctl, self._scratch.heap)
+        self._after_core()
+
+    def _fire(self, _ev: object) -> None:
+        """The thread events due now (the armed timeout of :func:`numasim.sim.core.arm`)."""
+        ctl = self._ctlv
+        if 0 <= ctl[layout.TIMER_AT] <= self.env.now:
+            ctl[layout.TIMER_AT] = -1
+        self._run_core()
+
+    def _run_core(self, start: int = 0, tid: int = 0, cpu: int = 0) -> None:
+        """Run :func:`numasim.sim.events.fire` and give it what it stops for, until it is done:
+        the thread events due now, or with ``start`` (``layout.WAKE_BEGIN`` or ``MOVE_BEGIN``)
+        one wake-up of ``tid`` or one move of ``tid`` to ``cpu``.
+
+        What Python does for it may run it again (a CPU fell idle, and the policy's
+        ``idle()`` moves a thread there): the outer call's state is kept aside meanwhile.
+        """
+        ctl = self._ctlv
+        now = self.env.now
+        outer = [ctl[k] for k in layout.FIRE_STATE] if self._core_depth else None
+        if start:
+            ctl[layout.TID] = tid
+            ctl[layout.CPU] = cpu
+            ctl[layout.PENDING] = start
+            ctl[layout.SINGLE] = 1
+        self._core_depth += 1
+        try:
+            self._serve_core(ctl, now)
+        finally:
+            self._core_depth -= 1
+            if outer is not None:
+                for k, v in zip(layout.FIRE_STATE, outer):
+                    ctl[k] = v
+
+    def _serve_core(self, ctl: memoryview, now: int) -> None:
+        while True:
+            ctl[layout.NOW] = now
+            code = events.fire(*self._fire_args)
+            self._after_core()
+            if code == 0:
+                return
+            if code == layout.NEEDS_PLACE:
+                self._place_wake(ctl[layout.TID], ctl[layout.WAKER])
+            elif code == layout.NEEDS_TAU or code == layout.NEEDS_SMT:
+                self._reshare_needs(code)
+            elif code == layout.NEEDS_QUOTA:
+                self._quotas()
+            elif code == layout.NEEDS_IDLE:
+                self._idle(ctl[layout.CPU])
+            elif code == layout.NEEDS_DRAWS:
+                self._refill_draws()
+            elif code == layout.NEEDS_XMOVE:
+                self._set_tau(np.array([ctl[layout.TID]]))
+                self._dirty = True
+            elif code == layout.NEEDS_SLICES:
+                self._slices_for(ctl[layout.CPU])
+            elif code == layout.EV_TOUCH:
+                self._touch_step(ctl[layout.TID])
+
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the policy for work."""
         cpu = self.t_cpu[tid]

@@ -41,7 +41,7 @@ _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN
 
 @njit(cache=True)
 def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q):
-    """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`Simulation._run_core`).
+    """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`CpuRuntime._run_core`).
 
     A thread's burst end brings it up to now; if its request is not done, the rest is
     rescheduled; if it is, :func:`_complete` logs its response time and blocks it until
