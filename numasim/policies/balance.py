@@ -87,7 +87,7 @@ class LoadBalancer:
         def may_pull(c: int) -> bool:
             ok = pullable.get(c)
             if ok is None:
-                ok = pullable[c] = any(sim.allowed(t, cpu) for t in sim.runqueue(c))
+                ok = pullable[c] = any(sim.allowed(t, cpu) for t in p.queue(c))
             return ok
 
         for li, lvl in enumerate(self.levels):
@@ -308,11 +308,10 @@ class LoadBalancer:
     @staticmethod
     def _cpus_with_movable(cpus: list[int], local: frozenset[int], p: Pass) -> list[int]:
         """The CPUs of ``cpus`` with a task that may run on some CPU of ``local``."""
-        affinity, runqueue, queues = p.sim.affinity, p.sim.runqueue, p.queues
+        affinity, queue = p.sim.affinity, p.queue
         out = []
         for c in cpus:
-            q = queues.get(c)
-            for t in runqueue(c) if q is None else q:  # in any order
+            for t in queue(c):
                 aff = affinity(t)
                 if aff is None or not aff.isdisjoint(local):
                     out.append(c)

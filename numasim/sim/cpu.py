@@ -100,6 +100,9 @@ class CpuRuntime:
                     ctl[k] = v
 
     def _serve_core(self, ctl: memoryview, now: int) -> None:
+        """Call the compiled events until they are done; after each call, do what they logged
+        (:meth:`_after_core`: which also empties full logs, NEEDS_FLUSH, and places first-touched
+        memory, NEEDS_TOUCH) and what they stopped for."""
         while True:
             ctl[layout.NOW] = now
             code = events.fire(*self._fire_args)

@@ -39,9 +39,11 @@ I_CPU, I_PHASE, I_LAST, I_GEN, I_NEXT, I_PREV = (_I["t_cpu"], _I["t_phase"], _I[
                                                  _I["rq_next"], _I["rq_prev"])
 I_POD, I_ARRIVAL, I_MODE = _I["t_pod"], _I["t_req_arrival"], _I["p_req_mode"]
 I_WGEN, I_MOVES, I_XMOVES, I_WAKEUPS = _I["t_wgen"], _I["c_moves"], _I["c_xmoves"], _I["c_wakeups"]
-B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = range(5)
+B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = (THREAD_FIELDS[2].index(name) for name in (
+    "t_active", "t_waiting", "t_paused", "t_held", "p_waker_pod"))
 CF_BUSY, CF_LAT = 0, 1  # a CPU's busy time; the loaded local latency of its node
-CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC = range(5)
+CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC = (CPU_FIELDS[1].index(name) for name in (
+    "nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc"))
 # Rows of the pod table: first thread (a pod's are numbered in a row), throttled, and its open-mode
 # queue of request arrival times (a ring in Simulation._Q, a row per pod): first entry, length.
 P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN = range(4)
@@ -51,9 +53,9 @@ S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
  STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV) = range(23)
-K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)
+K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)  # float constants (Scratch.kf)
 DRAW_U, DRAW_E = range(2)  # rows of Scratch.draws
-DRAWS = 1024  # random numbers drawn per batch  # float constants (Scratch.kf)
+DRAWS = 1024  # random numbers drawn per batch
 # What a function needs from the caller before it can go on (its return value; 0: done), and
 # what a thread's event needs (fire).
 (NEEDS_TOUCH, NEEDS_TAU, NEEDS_SMT, EV_TOUCH, NEEDS_QUOTA, NEEDS_IDLE, NEEDS_FLUSH, NEEDS_DRAWS, NEEDS_PLACE,
@@ -66,13 +68,14 @@ FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, SINGLE)
 
 class Scratch:
     """Preallocated arrays the compiled functions take their requests from and write answers to,
-    and the heap of thread events (rows time, thread, generation)."""
+    and the heap of thread events (rows: time, thread, generation; a think time's wake-up has
+    generation ``-1 - wgen``)."""
 
     def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float, l2_bytes: float):
         size = max(n_threads, n_cpus) + 1
         self.s = np.zeros((11, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(23, dtype=np.int64)
+        self.ctl = np.zeros(PREV + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
         self.ctl[TIMER_AT] = -1
