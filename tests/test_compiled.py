@@ -5,9 +5,11 @@ same numpy arrays. A scenario that goes through most stops of the compiled path 
 speeds, first touch at start-up and while working, CFS quotas (k8s enforces the CPU
 limit), open- and closed-mode requests, wake-ups placed by each policy, idle balancing and
 its moves, moves across nodes, NUMA balancing) is run both ways in separate processes,
-and every figure of the results must be the same to the last bit. Not reached here: the
-logs filling up between two events (NEEDS_FLUSH), a policy's slice asked for a longer
-runqueue than any before (NEEDS_SLICES), a time per op unknown at a re-share (NEEDS_TAU).
+and every figure of the results must be the same to the last bit; so must an overcommitted
+machine's, whose runqueues grow longer than any before (the policy's slice for them asked
+for: NEEDS_SLICES). Not reached: the logs filling up between two events (NEEDS_FLUSH),
+and a time per op unknown at a re-share inside the compiled events (NEEDS_TAU; Python's
+re-shares reach it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import small_scenario
+from tests.conftest import OVERCOMMITTED, small_scenario
 
 SCRIPT = """
 import json, sys
@@ -53,22 +55,39 @@ def _scenario() -> dict:
     )
 
 
-def _run(jit: bool) -> list:
+def _overcommitted() -> dict:
+    """16 threads on 8 CPUs, and 8 more from 1 s on: runqueues longer than any before (the
+    policy's slice asked for then: NEEDS_SLICES), moves across nodes from wake-ups."""
+    return small_scenario(**{**OVERCOMMITTED, "duration": "2s", "warmup": "500ms", "replications": 1,
+        "pods": [{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "java"},
+                 {"name": "burst", "threads": 8, "memory": "1GiB", "profile": "java", "start": "1s"}],
+        "policies": [{"label": "cfs", "policy": "cfs"}, {"label": "esxi", "policy": "esxi"},
+                     {"label": "numactl", "policy": "numactl"}]})
+
+
+def _run(jit: bool, scenario: dict) -> list:
     env = dict(os.environ)
     env.pop("NUMBA_DISABLE_JIT", None)
     if not jit:
         env["NUMBA_DISABLE_JIT"] = "1"
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(_scenario())], env=env, cwd=root,
+    out = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(scenario)], env=env, cwd=root,
                          capture_output=True, text=True, timeout=600, check=True)
     return json.loads(out.stdout)
 
 
 def test_compiled_and_python_runs_are_identical():
-    compiled, python = _run(jit=True), _run(jit=False)
+    compiled, python = _run(True, _scenario()), _run(False, _scenario())
     assert [r["label"] for r in compiled] == ["cfs", "cfs+numab", "esxi", "k8s"]
     assert compiled == python
     # The scenario reaches what it is meant to: work was done, and every pod ran.
     for run in compiled:
         assert run["throughput"] > 0
     assert compiled[-1]["throttled_seconds"] > 0  # the quota bound
+
+
+def test_compiled_and_python_runs_are_identical_when_overcommitted():
+    compiled, python = _run(True, _overcommitted()), _run(False, _overcommitted())
+    assert compiled == python
+    assert [r["label"] for r in compiled] == ["cfs", "esxi", "numactl"]
+    assert all(r["throughput"] > 0 and r["migrations"] > 0 for r in compiled)
