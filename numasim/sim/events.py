@@ -33,7 +33,7 @@ jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py")
 
 __all__ = ["fire", "block", "charge_move", "take_request"]
 
-# Where fire takes an event up again (ctl[PENDING]): a burst end's stages, then a wake-up's.
+# Where fire takes an event up again (ctl[PENDING]): a burst end's stages, a wake-up's, a move's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
 _WAKE_PLACED, _WAKE_INTEGRATED, _WAKE_MOVED, _WAKE_RESHARED = range(WAKE_BEGIN + 1, WAKE_BEGIN + 5)
 _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN + 4)
@@ -249,18 +249,9 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, s
             I[I_CPU, tid] = cpu
             B[B_HELD, tid] = True
             return 0
-        if CI[CI_NR, cpu] + 1 >= slices.shape[0]:
-            return _stop(ctl, _WAKE_MOVED, NEEDS_SLICES)
-        enqueue(I, B, CI, tid, cpu)
-        s[S_IN, 0] = cpu
-        ctl[N_IN] = 1
-        ctl[INTEGRATED] = 1
-        need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
-        if need:
-            return _stop(ctl, _WAKE_RESHARED, need)
-    if ctl[QUOTA] != 0:
-        return _stop(ctl, 0, NEEDS_QUOTA)
-    return 0
+        return _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, -1,
+                     _WAKE_MOVED, _WAKE_RESHARED)
+    return _quotas(ctl)
 
 
 @njit(cache=True)
@@ -307,16 +298,36 @@ def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
             return _stop(ctl, _MOVE_MOVED, NEEDS_XMOVE)
         stage = _MOVE_MOVED
     if stage == _MOVE_MOVED:
-        if CI[CI_NR, cpu] + 1 >= slices.shape[0]:
-            return _stop(ctl, _MOVE_MOVED, NEEDS_SLICES)
-        enqueue(I, B, CI, tid, cpu)
+        return _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, old,
+                     _MOVE_MOVED, _MOVE_RESHARED)
+    return _quotas(ctl)
+
+
+@njit(cache=True)
+def _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, old, here, after):
+    """Queue ``tid`` (brought up to now) on ``cpu`` and re-share that CPU, and CPU ``old`` too
+    unless it is -1; then CFS quotas. NEEDS_SLICES first if the policy's slice for one thread
+    more is not known (go on at stage ``here``); :func:`reshare`'s needs go on at ``after``."""
+    if CI[CI_NR, cpu] + 1 >= slices.shape[0]:
+        return _stop(ctl, here, NEEDS_SLICES)
+    enqueue(I, B, CI, tid, cpu)
+    k = 0
+    if old >= 0:
         s[S_IN, 0] = old
-        s[S_IN, 1] = cpu
-        ctl[N_IN] = 2
-        ctl[INTEGRATED] = 1
-        need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
-        if need:
-            return _stop(ctl, _MOVE_RESHARED, need)
+        k = 1
+    s[S_IN, k] = cpu
+    ctl[N_IN] = k + 1
+    ctl[INTEGRATED] = 1
+    need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+    if need:
+        return _stop(ctl, after, need)
+    return _quotas(ctl)
+
+
+@njit(cache=True)
+def _quotas(ctl):
+    """NEEDS_QUOTA if any pod's CPU limit can bind (the caller reschedules the quotas of the
+    threads just re-shared, and the event is done), else done."""
     if ctl[QUOTA] != 0:
         return _stop(ctl, 0, NEEDS_QUOTA)
     return 0
