@@ -310,13 +310,14 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             self._core_cpus[c, :len(sibs)] = sibs
         self._scratch = layout.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP),
                                        float(self.machine.spec.l2_kib * 1024))
-        # Per pod: its first thread (a pod's threads are numbered in a row) and whether it is throttled.
+        # Per pod (layout.P_*): its first thread (a pod's threads are numbered in a row), whether it is
+        # throttled, and the head and length of its open-mode queue, a ring of arrival times in _Q.
         npods = len(self.pods)
         self._P = np.zeros((4, npods + 1), dtype=np.int64)
         self._P[layout.P_FIRST] = [p.tids[0] for p in self.pods] + [nt]
         self._P[layout.P_THROTTLED, :npods] = self.q_throttled
         self.q_throttled = memoryview(self._P[layout.P_THROTTLED])
-        self._Q = np.zeros((npods, 16), dtype=np.int64)  # open mode: each pod's queue of arrival times (a ring)
+        self._Q = np.zeros((npods, 16), dtype=np.int64)
         self._ctl = self._scratch.ctl
         self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
@@ -325,7 +326,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._core_depth = 0  # calls of _run_core under way
 
     def _set_core_args(self) -> None:
-        """The arguments every compiled entry point of numasim.sim.core takes first."""
+        """The arguments the compiled entry points take first (numasim.sim.core, numasim.sim.events;
+        events.fire also takes the pod table, the random numbers and the queues)."""
         sc = self._scratch
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
                            sc.s, sc.sf, sc.ctl, sc.heap)
