@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from numasim.errors import ScenarioError
 from numasim.model.presets import load_preset
-from numasim.sim.perf import RateInputs, _lock_waits
+from numasim.sim.fixed_point import lock_waits
 
 from .conftest import run_small, small_scenario
 
@@ -91,17 +91,9 @@ def test_lock_cycles_beyond_the_operation_are_refused():
         run_small(data)
 
 
-def _inputs(cap: np.ndarray, service: np.ndarray, group: np.ndarray) -> RateInputs:
-    t = len(cap)
-    zeros = np.zeros(t)
-    return RateInputs(cpu_node=np.zeros(t, dtype=np.int64), capacity=cap, compute_ns=zeros, misses=zeros,
-                      stall_scale=zeros, access=np.ones((t, 1)), extra_node=np.zeros(1), extra_link=np.zeros((1, 1)),
-                      lock_group=group, lock_service=service)
-
-
 def test_two_threads_that_only_pass_the_lock_alternate():
     s = np.array([50.0, 50.0])
-    w, util = _lock_waits(_inputs(np.ones(2), s, np.zeros(2, dtype=np.int64)), s.copy(), 1)
+    w, util = lock_waits(np.zeros(2, dtype=np.int64), np.ones(2), s, s.copy(), 1)
     assert w[0] == pytest.approx(50.0, rel=1e-9)
     assert util[0] == pytest.approx(1.0, rel=1e-9)
 
@@ -116,7 +108,7 @@ def test_each_lock_wait_solves_its_queue_equation(threads):
     service = np.array([s for _, s, _, _ in threads])
     tau0 = service * np.array([r for _, _, r, _ in threads])
     group = np.array([g for _, _, _, g in threads], dtype=np.int64)
-    w, util = _lock_waits(_inputs(cap, service, group), tau0, 3)
+    w, util = lock_waits(group, cap, service, tau0, 3)
     assert np.all(w >= 0.0)
     assert np.all(util <= 1.0 + 1e-9)  # one holder at a time
     for g in range(3):

@@ -125,6 +125,18 @@ class Interconnect:
             return None
         return route.indices.astype(np.int64)
 
+    @functools.cached_property
+    def arrays(self) -> tuple[NDArray, ...]:
+        """What the compiled fixed point (:func:`numasim.sim.fixed_point.fixed_point`) reads of the
+        links, made once: ``one_hop`` (empty if None), the route's CSR arrays, each pair's number
+        of links crossed (at least 1, flat), each link's partner (-1 for none) and bandwidth."""
+        route, n_links = self.route, len(self.bandwidth)
+        return (np.zeros(0, dtype=np.int64) if self.one_hop is None else self.one_hop,
+                route.indptr.astype(np.int64), route.indices.astype(np.int64), route.data.astype(float),
+                np.maximum(self.path_len, 1).astype(float).ravel(),
+                np.full(n_links, -1, dtype=np.int64) if self.partner is None else self.partner.astype(np.int64),
+                np.asarray(self.bandwidth, dtype=float))
+
     @staticmethod
     def direct(bandwidth: NDArray[np.float64]) -> "Interconnect":
         """Every ordered pair of nodes ``(j -> i)`` joined by its own link of ``bandwidth[i, j]`` bytes/ns."""
