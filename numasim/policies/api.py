@@ -273,6 +273,11 @@ class Policy(ABC):
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     Options: ClassVar[type[PolicyOptions]] = PolicyOptions
+    #: When :meth:`idle` may have something to do: ``"always"``, or ``"overloaded"``: only while
+    #: some CPU has two or more threads queued (an idle balancer that only pulls queued threads,
+    #: as Linux's newidle balancing does not run while no runqueue is overloaded). The runtime
+    #: does not call :meth:`idle` when it cannot act, nor at all if the policy does not define it.
+    idle_when: ClassVar[Literal["always", "overloaded"]] = "always"
 
     def __init__(self, options: PolicyOptions, machine: "Machine", rng: np.random.Generator):
         self.options = options

@@ -57,6 +57,8 @@ class _Entity:
 class LoadBalancer:
     """Placement by load and task migration between runqueues (the mixin half of :class:`CFS`)."""
 
+    idle_when = "overloaded"  # newidle balancing pulls queued threads only (rd->overloaded)
+
     def idle(self, cpu: int, sim: "View") -> list[Decision]:
         """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first."""
         p = Pass(sim)

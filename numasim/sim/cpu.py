@@ -140,9 +140,11 @@ class CpuRuntime:
             self._idle(cpu)
 
     def _idle(self, cpu: int) -> None:
-        """A CPU fell idle: the policy's idle balancing, its decisions applied."""
-        for d in self.policy.idle(cpu, self.view):
-            self._apply(d)
+        """A CPU fell idle: the policy's idle balancing, its decisions applied, if it can act
+        (``Policy.idle_when``, :func:`numasim.sim.events.wants_idle`)."""
+        if events.wants_idle(self._CI, self._ctl):
+            for d in self.policy.idle(cpu, self.view):
+                self._apply(d)
 
     def _wake(self, tid: int) -> None:
         """Wake ``tid`` up now, if it can run (:func:`numasim.sim.events.fire`, which also wakes

@@ -16,7 +16,7 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
+from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
                      DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
                      F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
                      I_WAKEUPS, I_WGEN, I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE,
@@ -31,7 +31,7 @@ from .state import TOUCH, WORK
 
 jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py")
 
-__all__ = ["fire", "block", "charge_move", "take_request"]
+__all__ = ["fire", "block", "charge_move", "take_request", "wants_idle"]
 
 # Where fire takes an event up again (ctl[PENDING]): a burst end's stages, a wake-up's, a move's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
@@ -147,7 +147,7 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, ti
         if ctl[QUOTA] != 0 and ctl[N_TIDS] > 0:
             return _stop(ctl, _BLOCK_QUOTA, NEEDS_QUOTA)
         stage = _BLOCK_QUOTA
-    if stage == _BLOCK_QUOTA and CI[CI_NR, ctl[CPU]] == 0:
+    if stage == _BLOCK_QUOTA and CI[CI_NR, ctl[CPU]] == 0 and wants_idle(CI, ctl):
         return _stop(ctl, _THINK, NEEDS_IDLE)
     if I[I_MODE, tid] == 1:
         think = F[F_THINK, tid]
@@ -163,6 +163,20 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, ti
         I[I_WGEN, tid] += 1
         heap_push(H, I, ctl, now + step, tid, -1 - I[I_WGEN, tid])
     return 0
+
+
+@njit(cache=True)
+def wants_idle(CI, ctl):
+    """Whether a CPU that fell idle goes to the policy's ``idle()``: never if it has none; with
+    ``idle_when = "overloaded"`` only while some CPU has two or more threads queued."""
+    rule = ctl[IDLE_RULE]
+    if rule == IDLE_OVERLOADED:
+        nr = CI[CI_NR]
+        for c in range(nr.size):
+            if nr[c] >= 2:
+                return True
+        return False
+    return rule == IDLE_ALWAYS
 
 
 @njit(cache=True)

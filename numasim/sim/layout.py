@@ -52,7 +52,9 @@ P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN = range(4)
 S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU = range(11)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
- STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV) = range(23)
+ STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE) = range(24)
+# ctl[IDLE_RULE]: when a CPU that falls idle is handed to the policy's idle() (Policy.idle_when)
+IDLE_NEVER, IDLE_OVERLOADED, IDLE_ALWAYS = range(3)
 K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)  # float constants (Scratch.kf)
 DRAW_U, DRAW_E = range(2)  # rows of Scratch.draws
 DRAWS = 1024  # random numbers drawn per batch
@@ -75,7 +77,7 @@ class Scratch:
         size = max(n_threads, n_cpus) + 1
         self.s = np.zeros((11, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(PREV + 1, dtype=np.int64)
+        self.ctl = np.zeros(IDLE_RULE + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
         self.ctl[TIMER_AT] = -1
