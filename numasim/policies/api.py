@@ -46,6 +46,7 @@ __all__ = [
     "MemPolicy",
     "Overhead",
     "Move",
+    "PullOne",
     "SetAffinity",
     "MigratePages",
     "SetMemPolicy",
@@ -137,6 +138,18 @@ class Move:
     tid: int
     cpu: int
     numa: bool = False
+
+
+@dataclass(frozen=True)
+class PullOne:
+    """An idle pull the runtime runs itself, compiled, when a CPU falls idle (:meth:`Policy.idle_rule`):
+    from the busiest CPU of the idle CPU's domain, if it has two threads or more, one queued
+    thread other than the running one (both at random) that may run on the idle CPU moves
+    there (Linux's newidle balancing at a lowest domain of one-CPU groups). When it finds
+    none, the policy's :meth:`Policy.idle` is asked.
+    """
+
+    span: NDArray[np.int64]  # per CPU, the domain it pulls within (CPUs with the same number)
 
 
 @dataclass(frozen=True)
@@ -308,6 +321,11 @@ class Policy(ABC):
     def idle(self, cpu: int, sim: "View") -> list["Decision"]:
         """``cpu`` has just become idle: return decisions (e.g. pull a thread), if any."""
         return []
+
+    def idle_rule(self) -> PullOne | None:
+        """An idle pull the runtime runs itself, without a call into Python, before :meth:`idle`
+        (which it then asks only if the pull found nothing); ``None`` for none. Asked once, at start."""
+        return None
 
     def next_tick(self, now: int) -> int | None:
         """Absolute time (ns) at which :meth:`tick` should run next, or ``None``."""

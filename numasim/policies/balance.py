@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from .api import Decision, Move
+from .api import Decision, Move, PullOne
 from . import balance_v4
 from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
@@ -59,27 +59,22 @@ class LoadBalancer:
 
     idle_when = "overloaded"  # newidle balancing pulls queued threads only (rd->overloaded)
 
+    def idle_rule(self) -> PullOne | None:
+        """Without SMT, the lowest domain's groups are single CPUs: ``sched_balance_rq`` there finds
+        the CPU with the most tasks (overloaded), computes migrate_task with an imbalance of one
+        task and pulls one task that may run here. The runtime runs that compiled
+        (:class:`~numasim.policies.api.PullOne`) and asks :meth:`idle` when it pulls nothing."""
+        if not self.levels or self.machine.smt or self.levels[0].numa:
+            return None  # (no levels: one CPU)
+        return PullOne(np.asarray(self.levels[0].span_of, dtype=np.int64))
+
     def idle(self, cpu: int, sim: "View") -> list[Decision]:
-        """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first."""
+        """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first
+        (on a machine without SMT, after the runtime's pull of :meth:`idle_rule` found nothing)."""
         p = Pass(sim)
         nr = p.nr
         if max(nr) <= 1:
             return []  # no runqueue is overloaded (rd->overloaded is clear)
-        lvl = self.levels[0]
-        if not self.machine.smt and not lvl.numa:
-            # Lowest level, groups of one CPU: sched_balance_rq finds the CPU with the most
-            # tasks (overloaded), computes migrate_task with an imbalance of one task, and
-            # pulls one task that may run here.
-            span = self._domains[0][int(lvl.span_of[cpu])].cpus
-            src = max(span, key=nr.__getitem__)  # the first of the busiest
-            if nr[src] >= 2:
-                queue = sim.runqueue(src)
-                current = queue[int(self.rng.integers(len(queue)))]
-                others = [t for t in queue if t != current]
-                self.rng.shuffle(others)
-                for t in others:
-                    if sim.allowed(t, cpu):
-                        return [Move(t, cpu)]
         # A newly idle CPU pulls only tasks that may run on it (can_migrate_task looks for no
         # other CPU of its group for CPU_NEWLY_IDLE), from a runqueue with another task to
         # run: when there is none anywhere, no level can pull anything. Each CPU is asked

@@ -116,7 +116,7 @@ class CpuRuntime:
             elif code == layout.NEEDS_QUOTA:
                 self._quotas()
             elif code == layout.NEEDS_IDLE:
-                self._idle(ctl[layout.CPU])
+                self._policy_idle(ctl[layout.CPU])
             elif code == layout.NEEDS_DRAWS:
                 self._refill_draws()
             elif code == layout.NEEDS_XMOVE:
@@ -140,11 +140,37 @@ class CpuRuntime:
             self._idle(cpu)
 
     def _idle(self, cpu: int) -> None:
-        """A CPU fell idle: the policy's idle balancing, its decisions applied, if it can act
+        """A CPU fell idle: the idle pull the policy handed over, if any (:func:`numasim.sim.events.pull_one`),
+        else the policy's idle balancing."""
+        pulled = events.pull_one(self._I, self._CI, self._A, self._scratch.draws, self._ctl, cpu)
+        if pulled == events._NO_DRAWS:
+            self._refill_draws()
+            pulled = events.pull_one(self._I, self._CI, self._A, self._scratch.draws, self._ctl, cpu)
+        if pulled >= 0:
+            self._run_core(layout.MOVE_BEGIN, pulled, cpu)
+        else:
+            self._policy_idle(cpu)
+
+    def _policy_idle(self, cpu: int) -> None:
+        """The policy's idle balancing for ``cpu``, its decisions applied, if it can act
         (``Policy.idle_when``, :func:`numasim.sim.events.wants_idle`)."""
         if events.wants_idle(self._CI, self._ctl):
             for d in self.policy.idle(cpu, self.view):
                 self._apply(d)
+
+    def _set_affinity(self, tid: int, cpus: frozenset[int] | None) -> None:
+        """The CPUs ``tid`` may use (None: all), for Python (``t_affinity``) and as a row of the
+        compiled code's CPU masks (``_A``, one row per distinct set; row 0: every CPU)."""
+        cpus = None if cpus is None else frozenset(cpus)
+        self.t_affinity[tid] = cpus
+        row = self._mask_rows.get(cpus)
+        if row is None:
+            row = self._mask_rows[cpus] = len(self._mask_rows)
+            if row == self._A.shape[0]:
+                self._A = np.concatenate([self._A, np.zeros_like(self._A)])
+                self._set_core_args()
+            self._A[row, sorted(cpus)] = True
+        self.t_mask[tid] = row
 
     def _wake(self, tid: int) -> None:
         """Wake ``tid`` up now, if it can run (:func:`numasim.sim.events.fire`, which also wakes
@@ -162,6 +188,9 @@ class CpuRuntime:
         wakers, standard exponential for think times (times the mean think time, numpy's
         ``exponential``), from the engine's stream for them."""
         ctl, d = self._ctlv, self._scratch.draws
+        if ctl[layout.PULL_AT] > layout.DRAWS - 2:
+            d[layout.DRAW_PULL] = self._pull_rng.random(layout.DRAWS)
+            ctl[layout.PULL_AT] = 0
         if ctl[layout.U_AT] == layout.DRAWS:
             d[layout.DRAW_U] = self._draw_rng.random(layout.DRAWS)
             ctl[layout.U_AT] = 0

@@ -93,7 +93,7 @@ class Decisions:
         elif isinstance(d, SetAffinity):
             self._check_cpus(d.cpus, d)
             for tid in [self._index(t, len(self.t_cpu), "thread", d) for t in d.tids]:
-                self.t_affinity[tid] = d.cpus
+                self._set_affinity(tid, d.cpus)
                 self.affinity_log.append((self.now, tid, d.cpus))
                 if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
                     self._move(tid, self._id(self.policy.place(tid, self.view), "place()'s CPU", d), d)

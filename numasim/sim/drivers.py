@@ -18,7 +18,7 @@ __all__ = ["Drivers"]
 
 # Random streams of their own, below the engine's (SeedSequence spawn keys; the wake-up
 # path's is the engine's first spawned child, 0).
-STREAM_PAUSES, STREAM_ARRIVALS = 1, 2
+STREAM_PAUSES, STREAM_ARRIVALS, STREAM_PULL = 1, 2, 3
 
 
 class Drivers:
@@ -70,7 +70,7 @@ class Drivers:
                 if adm.affinity is not None:
                     aff = adm.affinity[index[tid]]
                     self._check_cpus(aff, adm)
-                    self.t_affinity[tid] = aff
+                    self._set_affinity(tid, aff)
                     self.affinity_log.append((self.now, tid, aff))
                 self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
                 self.p_stall[tid] *= 1.0 + adm.overhead.memory

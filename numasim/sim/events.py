@@ -16,7 +16,8 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
+from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, CI_HEAD,
+                     CI_PULL_SPAN, DRAW_PULL, I_MASK, I_NEXT, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
                      DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
                      F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
                      I_WAKEUPS, I_WGEN, I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE,
@@ -31,7 +32,7 @@ from .state import TOUCH, WORK
 
 jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py")
 
-__all__ = ["fire", "block", "charge_move", "take_request", "wants_idle"]
+__all__ = ["fire", "block", "charge_move", "take_request", "wants_idle", "pull_one"]
 
 # Where fire takes an event up again (ctl[PENDING]): a burst end's stages, a wake-up's, a move's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
@@ -40,7 +41,7 @@ _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN
 
 
 @njit(cache=True)
-def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q):
+def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A):
     """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`CpuRuntime._run_core`).
 
     A thread's burst end brings it up to now; if its request is not done, the rest is
@@ -55,6 +56,9 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q):
     the policy's idle balancing), NEEDS_FLUSH (logs full), NEEDS_DRAWS (random numbers
     used up), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
     says where). 0 once no event is due (the next is armed).
+
+    A thread the idle pull chose (:func:`pull_one`, ``ctl[PULL_TID]``) moves once the event
+    that made its CPU idle is done, before the next event.
     """
     now = ctl[NOW]
     tid = ctl[TID]
@@ -62,7 +66,13 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q):
     while True:
         pending = ctl[PENDING]
         ctl[PENDING] = 0
-        if pending == 0:
+        if pending == 0 and ctl[PULL_TID] >= 0:
+            tid = ctl[PULL_TID]
+            ctl[TID] = tid
+            ctl[CPU] = ctl[PULL_CPU]
+            ctl[PULL_TID] = -1
+            pending = MOVE_BEGIN
+        elif pending == 0:
             if ctl[SINGLE] != 0:
                 ctl[SINGLE] = 0
                 return 0
@@ -92,7 +102,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q):
         elif pending >= WAKE_BEGIN:
             need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, pending)
         else:
-            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, pending)
+            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, pending)
         if need:
             return need
 
@@ -105,7 +115,7 @@ def _stop(ctl, stage, need):
 
 
 @njit(cache=True)
-def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, stage):
+def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, stage):
     """A thread's burst ended (it is up to now): reschedule the rest of its request, or
     complete it: log the response time; in open mode take the next request of the pod's
     queue if there is one; else block, and in closed mode think (a wake-up after an
@@ -147,8 +157,15 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, ti
         if ctl[QUOTA] != 0 and ctl[N_TIDS] > 0:
             return _stop(ctl, _BLOCK_QUOTA, NEEDS_QUOTA)
         stage = _BLOCK_QUOTA
-    if stage == _BLOCK_QUOTA and CI[CI_NR, ctl[CPU]] == 0 and wants_idle(CI, ctl):
-        return _stop(ctl, _THINK, NEEDS_IDLE)
+    if stage == _BLOCK_QUOTA and CI[CI_NR, ctl[CPU]] == 0:
+        pulled = pull_one(I, CI, A, D, ctl, ctl[CPU])
+        if pulled == _NO_DRAWS:
+            return _stop(ctl, _BLOCK_QUOTA, NEEDS_DRAWS)
+        if pulled >= 0:
+            ctl[PULL_TID] = pulled  # moved once this event is done (fire)
+            ctl[PULL_CPU] = ctl[CPU]
+        elif wants_idle(CI, ctl):
+            return _stop(ctl, _THINK, NEEDS_IDLE)
     if I[I_MODE, tid] == 1:
         think = F[F_THINK, tid]
         step = 1
@@ -163,6 +180,52 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, ti
         I[I_WGEN, tid] += 1
         heap_push(H, I, ctl, now + step, tid, -1 - I[I_WGEN, tid])
     return 0
+
+
+_NO_DRAWS = -2
+
+
+@njit(cache=True)
+def pull_one(I, CI, A, D, ctl, cpu):
+    """The idle pull a policy may hand the runtime (``Policy.idle_rule``, :class:`~numasim.policies.api.PullOne`):
+    the thread that CPU ``cpu``, just fallen idle, pulls, or -1 for none (then the policy's
+    ``idle()``), or ``_NO_DRAWS`` (NEEDS_DRAWS first).
+
+    Linux's newidle balancing at a lowest domain of one-CPU groups: the busiest CPU of the
+    domain (the first of them, in CPU order) if it has two threads or more; there, one of its
+    queued threads is running (picked at random: the model shares a CPU, it does not
+    time-slice) and another, picked at random among those that may run on ``cpu``, moves.
+    """
+    if ctl[PULL_RULE] == 0:
+        return -1
+    span, nr = CI[CI_PULL_SPAN], CI[CI_NR]
+    src, most = -1, 1
+    for c in range(nr.size):
+        if span[c] == span[cpu] and nr[c] > most:
+            src, most = c, nr[c]
+    if src < 0:
+        return -1
+    at = ctl[PULL_AT]
+    if at + 2 > D.shape[1]:
+        return _NO_DRAWS
+    ctl[PULL_AT] = at + 2
+    running = int(D[DRAW_PULL, at] * most)
+    t, k, movable = CI[CI_HEAD, src], 0, 0
+    while t >= 0:
+        if k != running and A[I[I_MASK, t], cpu]:
+            movable += 1
+        t, k = I[I_NEXT, t], k + 1
+    if movable == 0:
+        return -1
+    j = int(D[DRAW_PULL, at + 1] * movable)
+    t, k = CI[CI_HEAD, src], 0
+    while t >= 0:
+        if k != running and A[I[I_MASK, t], cpu]:
+            if j == 0:
+                return t
+            j -= 1
+        t, k = I[I_NEXT, t], k + 1
+    return -1
 
 
 @njit(cache=True)

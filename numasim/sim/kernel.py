@@ -46,7 +46,7 @@ from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
 from .decisions import Decisions, _int
-from .drivers import Drivers
+from .drivers import STREAM_PULL, Drivers
 from .pages import PageRuntime
 from .rates import Rates
 from .sampling import Sampling
@@ -142,6 +142,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self.t_gen = [0] * nt
         self.t_paused = [False] * nt
         self.t_wgen = [0] * nt  # think times started: a think's wake-up is void once a later think began
+        self.t_mask = [0] * nt  # the row of the CPU masks (_A) of t_affinity: 0, every CPU
         prof = [pods[pi].profile for pi in self.t_pod]
         self.p_cycles = [pr.cycles_per_op for pr in prof]
         self.p_misses = [float(pr.llc_misses_per_op) for pr in prof]
@@ -209,6 +210,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._core_of = [machine.core_cpus[int(machine.cpu_core[c])] for c in range(machine.n_cpus)]
         self._cpu_node = machine.cpu_node.tolist()
         self._cpu_llc = machine.cpu_llc.tolist()
+        self._pull_span = [0] * machine.n_cpus  # the domain of the policy's idle pull (Policy.idle_rule)
         self._core_id = machine.cpu_core.tolist()
         # Cache-to-cache transfers by level: the same core, the same LLC, then by node.
         self._c2c_smt, self._c2c_llc = spec_c2c = machine.spec.c2c_smt_ns, machine.spec.c2c_llc_ns
@@ -323,6 +325,19 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._ctlv[layout.IDLE_RULE] = (
             layout.IDLE_NEVER if type(self.policy).idle is Policy.idle
             else layout.IDLE_OVERLOADED if self.policy.idle_when == "overloaded" else layout.IDLE_ALWAYS)
+        rule = self.policy.idle_rule()
+        if rule is not None:
+            span = np.asarray(rule.span)
+            if span.shape != (ncpu,) or span.dtype.kind not in "iu":
+                raise PolicyError(self.policy.name, 0, "idle_rule", f"PullOne.span must be one integer per CPU ({ncpu})")
+            self.cpu_store.i[layout.CI_PULL_SPAN] = span
+            self._ctlv[layout.PULL_RULE] = 1
+        # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
+        self._pull_rng = self._stream(STREAM_PULL, 0)
+        # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).
+        self._A = np.ones((4, ncpu), dtype=np.bool_)
+        self._A[1:] = False
+        self._mask_rows: dict[frozenset[int] | None, int] = {None: 0}
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
         self._set_lat_local()
         self._set_core_args()
@@ -330,11 +345,11 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
 
     def _set_core_args(self) -> None:
         """The arguments the compiled entry points take first (numasim.sim.core, numasim.sim.events;
-        events.fire also takes the pod table, the random numbers and the queues)."""
+        events.fire also takes the pod table, the random numbers, the queues and the CPU masks)."""
         sc = self._scratch
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
                            sc.s, sc.sf, sc.ctl, sc.heap)
-        self._fire_args = self._core_args + (self._P, sc.draws, self._Q)
+        self._fire_args = self._core_args + (self._P, sc.draws, self._Q, self._A)
 
     def _set_lat_local(self) -> None:
         """Each CPU's own node's loaded latency, from the latency matrix of the last solve."""

@@ -22,10 +22,11 @@ THREAD_FIELDS = (
      "p_req_ops", "p_think", "p_mlp", "c_ops", "c_cpu", "c_wait", "c_miss", "c_miss_local", "miss_pending",
      "c_kernel_ns", "r_share", "r_cap", "r_tau", "r_cshare", "r_ishare", "local", "t_plan_left"),
     ("t_pod", "t_cpu", "t_phase", "t_private", "t_req_arrival", "t_last", "t_gen", "t_shared_rid", "t_proc",
-     "p_req_mode", "c_moves", "c_xmoves", "c_wakeups", "c_faults", "c_numa_moves", "rq_next", "rq_prev", "t_wgen"),
+     "p_req_mode", "c_moves", "c_xmoves", "c_wakeups", "c_faults", "c_numa_moves", "rq_next", "rq_prev", "t_wgen",
+     "t_mask"),
     ("t_active", "t_waiting", "t_paused", "t_held", "p_waker_pod"),
 )
-CPU_FIELDS = (("c_cpu_busy", "lat_local"), ("nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc"), ())
+CPU_FIELDS = (("c_cpu_busy", "lat_local"), ("nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc", "_pull_span"), ())
 
 _F = {name: k for k, name in enumerate(THREAD_FIELDS[0])}
 _I = {name: k for k, name in enumerate(THREAD_FIELDS[1])}
@@ -39,11 +40,12 @@ I_CPU, I_PHASE, I_LAST, I_GEN, I_NEXT, I_PREV = (_I["t_cpu"], _I["t_phase"], _I[
                                                  _I["rq_next"], _I["rq_prev"])
 I_POD, I_ARRIVAL, I_MODE = _I["t_pod"], _I["t_req_arrival"], _I["p_req_mode"]
 I_WGEN, I_MOVES, I_XMOVES, I_WAKEUPS = _I["t_wgen"], _I["c_moves"], _I["c_xmoves"], _I["c_wakeups"]
+I_MASK = _I["t_mask"]  # the row of the CPU masks (Simulation._A) of the CPUs the thread may use: 0 for all
 B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = (THREAD_FIELDS[2].index(name) for name in (
     "t_active", "t_waiting", "t_paused", "t_held", "p_waker_pod"))
 CF_BUSY, CF_LAT = 0, 1  # a CPU's busy time; the loaded local latency of its node
-CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC = (CPU_FIELDS[1].index(name) for name in (
-    "nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc"))
+CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC, CI_PULL_SPAN = (CPU_FIELDS[1].index(name) for name in (
+    "nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc", "_pull_span"))
 # Rows of the pod table: first thread (a pod's are numbered in a row), throttled, and its open-mode
 # queue of request arrival times (a ring in Simulation._Q, a row per pod): first entry, length.
 P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN = range(4)
@@ -52,11 +54,12 @@ P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN = range(4)
 S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU = range(11)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
- STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE) = range(24)
+ STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE, PULL_RULE, PULL_AT, PULL_TID,
+ PULL_CPU) = range(28)
 # ctl[IDLE_RULE]: when a CPU that falls idle is handed to the policy's idle() (Policy.idle_when)
 IDLE_NEVER, IDLE_OVERLOADED, IDLE_ALWAYS = range(3)
 K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)  # float constants (Scratch.kf)
-DRAW_U, DRAW_E = range(2)  # rows of Scratch.draws
+DRAW_U, DRAW_E, DRAW_PULL = range(3)  # rows of Scratch.draws
 DRAWS = 1024  # random numbers drawn per batch
 # What a function needs from the caller before it can go on (its return value; 0: done), and
 # what a thread's event needs (fire).
@@ -65,7 +68,7 @@ DRAWS = 1024  # random numbers drawn per batch
 WAKE_BEGIN = 100  # ctl[PENDING] that makes fire wake thread ctl[TID] up (and only that, with ctl[SINGLE])
 MOVE_BEGIN = 200  # ... that makes fire move thread ctl[TID] to CPU ctl[CPU]
 # What fire keeps in ctl while it waits for the caller (saved around a nested call).
-FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, SINGLE)
+FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, SINGLE, PULL_TID, PULL_CPU)
 
 
 class Scratch:
@@ -77,13 +80,15 @@ class Scratch:
         size = max(n_threads, n_cpus) + 1
         self.s = np.zeros((11, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(IDLE_RULE + 1, dtype=np.int64)
+        self.ctl = np.zeros(PULL_CPU + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
         self.ctl[TIMER_AT] = -1
         self.heap = np.zeros((3, 2 * n_threads + 64), dtype=np.int64)
         self.kf = np.array([switch_ns, touch_step, l2_bytes])
         # Random numbers of the wake-up path, drawn in batches (rows DRAW_U: uniform, DRAW_E:
-        # standard exponential); ctl[U_AT], ctl[E_AT]: the next unused of each.
-        self.draws = np.zeros((2, DRAWS))
-        self.ctl[U_AT] = self.ctl[E_AT] = DRAWS
+        # standard exponential) and of the idle pull (DRAW_PULL: uniform, two a pull);
+        # ctl[U_AT], ctl[E_AT], ctl[PULL_AT]: the next unused of each.
+        self.draws = np.zeros((3, DRAWS))
+        self.ctl[U_AT] = self.ctl[E_AT] = self.ctl[PULL_AT] = DRAWS
+        self.ctl[PULL_TID] = -1  # a thread the idle pull chose, to move once the current event is done

@@ -1,0 +1,104 @@
+"""The idle pull the runtime runs for a policy (``Policy.idle_rule``, ``numasim.sim.events.pull_one``).
+
+Linux's newidle balancing at a lowest domain of one-CPU groups: from the first busiest CPU of
+the idle CPU's domain, if it has two threads or more, one queued thread other than the
+running one, among those allowed on the idle CPU, moves. Checked here on hand-made runqueues.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from numasim.sim import events, layout
+
+
+def _state(queues: list[list[int]], span: list[int], masks: list[list[bool]], mask_of: list[int]):
+    """The arrays pull_one reads: runqueues (linked lists, in the order given), domains, masks."""
+    ncpu, nt = len(queues), len(mask_of)
+    I = np.zeros((len(layout.THREAD_FIELDS[1]), nt), dtype=np.int64)
+    CI = np.zeros((len(layout.CPU_FIELDS[1]), ncpu), dtype=np.int64)
+    CI[layout.CI_HEAD] = -1
+    I[layout.I_NEXT] = -1
+    for cpu, q in enumerate(queues):
+        CI[layout.CI_NR, cpu] = len(q)
+        if q:
+            CI[layout.CI_HEAD, cpu] = q[0]
+        for a, b in zip(q, q[1:]):
+            I[layout.I_NEXT, a] = b
+    CI[layout.CI_PULL_SPAN] = span
+    I[layout.I_MASK] = mask_of
+    A = np.array(masks, dtype=np.bool_).reshape(len(masks), ncpu)
+    sc = layout.Scratch(nt, ncpu, False, 0.0, 1.0, 1.0)
+    sc.ctl[layout.PULL_RULE] = 1
+    sc.ctl[layout.PULL_AT] = 0
+    return I, CI, A, sc
+
+
+@st.composite
+def _machines(draw):
+    ncpu = draw(st.integers(2, 6))
+    span = draw(st.lists(st.integers(0, 1), min_size=ncpu, max_size=ncpu))
+    sizes = draw(st.lists(st.integers(0, 4), min_size=ncpu, max_size=ncpu))
+    nt = sum(sizes)
+    order = draw(st.permutations(range(nt)))
+    queues, k = [], 0
+    for n in sizes:
+        queues.append(list(order[k:k + n]))
+        k += n
+    nmask = draw(st.integers(1, 3))
+    masks = [[True] * ncpu] + [draw(st.lists(st.booleans(), min_size=ncpu, max_size=ncpu)) for _ in range(nmask - 1)]
+    mask_of = draw(st.lists(st.integers(0, nmask - 1), min_size=nt, max_size=nt))
+    cpu = draw(st.integers(0, ncpu - 1))
+    u = draw(st.tuples(st.floats(0, 1, exclude_max=True), st.floats(0, 1, exclude_max=True)))
+    return queues, span, masks, mask_of, cpu, u
+
+
+@settings(max_examples=300, deadline=None)
+@given(_machines())
+def test_the_pull_takes_an_allowed_waiting_thread_of_the_first_busiest_cpu_of_the_domain(case):
+    queues, span, masks, mask_of, cpu, (u1, u2) = case
+    I, CI, A, sc = _state(queues, span, masks, mask_of)
+    sc.draws[layout.DRAW_PULL, :2] = (u1, u2)
+    got = events.pull_one(I, CI, A, sc.draws, sc.ctl, cpu)
+    mine = [c for c in range(len(queues)) if span[c] == span[cpu]]
+    src = max(mine, key=lambda c: len(queues[c]))  # the first of the busiest
+    if len(queues[src]) < 2:
+        assert got == -1
+        assert sc.ctl[layout.PULL_AT] == 0  # no draws used
+        return
+    q = queues[src]
+    running = q[int(u1 * len(q))]
+    movable = [t for t in q if t != running and masks[mask_of[t]][cpu]]
+    assert sc.ctl[layout.PULL_AT] == 2
+    if not movable:
+        assert got == -1
+    else:
+        assert got == movable[int(u2 * len(movable))]
+
+
+def test_every_waiting_allowed_thread_is_pulled_as_often():
+    # CPU 0 idle; CPU 1 runs 5 threads, thread 3 may not run on CPU 0.
+    queues = [[], [0, 1, 2, 3, 4], [5, 6]]
+    masks = [[True, True, True], [False, True, True]]
+    I, CI, A, sc = _state(queues, [0, 0, 0], masks, [0, 0, 0, 1, 0, 0, 0])
+    counts = np.zeros(7)
+    grid = (np.arange(40) + 0.5) / 40
+    for u1 in grid:
+        for u2 in grid:
+            sc.draws[layout.DRAW_PULL, :2] = (u1, u2)
+            sc.ctl[layout.PULL_AT] = 0
+            counts[events.pull_one(I, CI, A, sc.draws, sc.ctl, 0)] += 1
+    assert counts[3] == 0 and counts[5] == 0 and counts[6] == 0  # pinned elsewhere; not the busiest CPU
+    share = counts[[0, 1, 2, 4]] / counts.sum()
+    assert np.allclose(share, 0.25, atol=0.02), share
+
+
+def test_no_pull_without_the_rule_nor_from_a_cpu_with_one_thread_and_draws_asked_for_when_used_up():
+    I, CI, A, sc = _state([[], [0], [1, 2]], [0, 0, 1], [[True] * 3], [0, 0, 0])
+    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1  # CPU 2 is in another domain
+    I, CI, A, sc = _state([[], [0, 1]], [0, 0], [[True] * 2], [0, 0])
+    sc.ctl[layout.PULL_AT] = layout.DRAWS - 1
+    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == events._NO_DRAWS
+    sc.ctl[layout.PULL_RULE] = 0
+    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1
