@@ -118,7 +118,7 @@ def test_policies_import_the_contract_not_the_runtime():
 def test_the_runtime_names_no_policy_and_layers_point_down():
     graph = import_graph()
     sim = _imports_under(graph, "numasim.sim")
-    assert {d for d in sim if d.startswith("numasim.policies")} == {"numasim.policies.api"}
+    assert {d for d in sim if d.startswith("numasim.policies")} == {"numasim.policies.api", "numasim.policies.rules"}
     assert not {d for d in sim if d.startswith(("numasim.analysis", "numasim.runner", "numasim.model.scenario"))}
     model = _imports_under(graph, "numasim.model")
     assert not {d for d in model if d.startswith(("numasim.sim", "numasim.analysis", "numasim.runner"))}

@@ -47,6 +47,7 @@ __all__ = [
     "Overhead",
     "Move",
     "PullOne",
+    "WakeAffine",
     "SetAffinity",
     "MigratePages",
     "SetMemPolicy",
@@ -150,6 +151,16 @@ class PullOne:
     """
 
     span: NDArray[np.int64]  # per CPU, the domain it pulls within (CPUs with the same number)
+
+
+@dataclass(frozen=True)
+class WakeAffine:
+    """CFS's wake-up placement, which the runtime runs itself, compiled, for every wake-up
+    (:meth:`Policy.wake_rule`): ``wake_affine`` then ``select_idle_sibling`` over the
+    policy's tables (:meth:`numasim.policies.rules.WakeTables.packed`). Where it finds no CPU
+    the thread may use, the policy's :meth:`Policy.wake` is asked."""
+
+    tables: NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -321,6 +332,12 @@ class Policy(ABC):
     def idle(self, cpu: int, sim: "View") -> list["Decision"]:
         """``cpu`` has just become idle: return decisions (e.g. pull a thread), if any."""
         return []
+
+    def wake_rule(self) -> WakeAffine | None:
+        """A wake-up placement the runtime runs itself, without a call into Python, instead of
+        :meth:`wake` (which it then asks only when the rule finds no CPU); ``None`` for none.
+        It must choose what :meth:`wake` would. Asked once, at start."""
+        return None
 
     def idle_rule(self) -> PullOne | None:
         """An idle pull the runtime runs itself, without a call into Python, before :meth:`idle`

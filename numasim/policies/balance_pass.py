@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from .rules import SCALE
+
 if TYPE_CHECKING:
     from .api import View
     from .domains import Level
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["FULLY_BUSY", "HAS_SPARE", "OVERLOADED", "SCALE", "Domain", "Pass", "Stats", "StatsMemo", "domains"]
 
 HAS_SPARE, FULLY_BUSY, OVERLOADED = 0, 1, 2
-SCALE = 1024
 
 
 @dataclass(slots=True)

@@ -20,10 +20,10 @@ import numpy as np
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from ..model.presets import policy_defaults
-from .api import Decision, Move, Policy, PolicyOptions
+from .api import Decision, Move, Policy, PolicyOptions, WakeAffine
 from .balance import LoadBalancer, _Entity
 from .balance_pass import StatsMemo, domains
-from .cfs_wake import WakeTables, wake_cpu
+from .rules import WakeTables, wake_cpu
 from .domains import Level, build_levels
 from .kernels import settings as kernel_settings, version_text
 from .numab import NumaBalancing
@@ -213,7 +213,7 @@ class CFS(LoadBalancer, Policy):
         return self.find_dst_cpu(start, nr, allowed, fork)
 
     def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
-        """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling (:mod:`.cfs_wake`)."""
+        """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling (:mod:`.rules`)."""
         nr = sim.nr_running
         prev = int(sim.thread_cpu[tid])
         allowed = sim.affinity(tid)
@@ -223,6 +223,13 @@ class CFS(LoadBalancer, Policy):
         cpu = wake_cpu(nr, prev, this, mask, w.span_of, w.pct, w.llc_span_of, w.llc_cpus, w.llc_len, w.core_cpus,
                        w.cpu_core, self.machine.smt, self.o.imbalance_pct_mc)
         return int(cpu) if cpu >= 0 else self.find_dst_cpu(prev, np.array(nr), allowed)
+
+    def wake_rule(self) -> WakeAffine | None:
+        """:meth:`wake`'s placement as tables the runtime runs compiled (unless a subclass changed
+        :meth:`wake`); it asks :meth:`wake` only when no CPU was found (then the fork's walk)."""
+        if type(self).wake is not CFS.wake:
+            return None
+        return WakeAffine(self._wake_tables.packed(self.machine.smt, self.o.imbalance_pct_mc))
 
     def _cpu_mask(self, allowed: frozenset[int]) -> np.ndarray:
         """The CPUs of an affinity as a mask (one per distinct CPU set)."""

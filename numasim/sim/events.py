@@ -27,10 +27,11 @@ from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU,
                      SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID, S_WORK, TID,
                      U_AT, WAKER, WAKE_BEGIN)
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
+from ..policies.rules import wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
 
-jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py")
+jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py", "../policies/rules.py")
 
 __all__ = ["fire", "block", "charge_move", "take_request", "wants_idle", "pull_one"]
 
@@ -41,7 +42,7 @@ _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN
 
 
 @njit(cache=True)
-def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A):
+def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
     """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`CpuRuntime._run_core`).
 
     A thread's burst end brings it up to now; if its request is not done, the rest is
@@ -100,7 +101,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A):
         if pending >= MOVE_BEGIN:
             need = _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, pending)
         elif pending >= WAKE_BEGIN:
-            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, pending)
+            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, tid, pending)
         else:
             need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, pending)
         if need:
@@ -261,13 +262,14 @@ def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
 
 
 @njit(cache=True)
-def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, stage):
+def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, tid, stage):
     """Thread ``tid`` wakes up, if it can run (working, not already queued, paused or held).
 
     Its waker, with ``p_waker_pod``, is a thread of its pod on a runqueue, picked at
     random (``ctl[WAKER]``, -1 if none); a new request starts if it was waiting for one
     (in open mode the pod's queue's first, if any: else it does not wake up).
-    The policy chooses its CPU (NEEDS_PLACE: into ``ctl[CPU]``); it and the threads there
+    The policy's wake-up rule chooses its CPU (``Policy.wake_rule``), or the policy
+    (NEEDS_PLACE: into ``ctl[CPU]``); it and the threads there
     are brought up to now; a move is charged (:func:`charge_move`; NEEDS_XMOVE across
     nodes); a throttled pod's thread is held, others are queued and the CPU re-shared
     (NEEDS_SLICES: the policy's slice for one thread more first), then CFS quotas.
@@ -304,7 +306,14 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, tid, s
                 I[I_ARRIVAL, tid] = now
                 F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
             B[B_WAITING, tid] = False
-        return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
+        if W.shape[0] == 0:
+            return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
+        prev = I[I_CPU, tid]
+        cpu = wake_packed(W, CI[CI_NR], prev, prev if waker < 0 else waker, A[I[I_MASK, tid]])
+        if cpu < 0:
+            return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)  # no CPU it may use found: the policy's wake()
+        ctl[CPU] = cpu
+        stage = _WAKE_PLACED
     cpu = ctl[CPU]
     if stage == _WAKE_PLACED:
         ctl[PREV] = I[I_CPU, tid]

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from ..errors import NumasimError, PolicyError
 from ..model.machine import Machine
+from ..policies.rules import check_packed
 from ..policies.api import (
     PAGE,
     Policy,
@@ -332,6 +333,13 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
                 raise PolicyError(self.policy.name, 0, "idle_rule", f"PullOne.span must be one integer per CPU ({ncpu})")
             self.cpu_store.i[layout.CI_PULL_SPAN] = span
             self._ctlv[layout.PULL_RULE] = 1
+        wake = self.policy.wake_rule()
+        self._W = np.zeros((0, 1), dtype=np.int64)  # no rows: wake() places every wake-up
+        if wake is not None:
+            wrong = check_packed(wake.tables, ncpu)
+            if wrong:
+                raise PolicyError(self.policy.name, 0, "wake_rule", f"WakeAffine.tables must be {wrong}")
+            self._W = wake.tables
         # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
         self._pull_rng = self._stream(STREAM_PULL, 0)
         # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).
@@ -345,11 +353,12 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
 
     def _set_core_args(self) -> None:
         """The arguments the compiled entry points take first (numasim.sim.core, numasim.sim.events;
-        events.fire also takes the pod table, the random numbers, the queues and the CPU masks)."""
+        events.fire also takes the pod table, the random numbers, the queues, the CPU masks and the
+        policy's wake-up rule)."""
         sc = self._scratch
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
                            sc.s, sc.sf, sc.ctl, sc.heap)
-        self._fire_args = self._core_args + (self._P, sc.draws, self._Q, self._A)
+        self._fire_args = self._core_args + (self._P, sc.draws, self._Q, self._A, self._W)
 
     def _set_lat_local(self) -> None:
         """Each CPU's own node's loaded latency, from the latency matrix of the last solve."""

@@ -1,11 +1,16 @@
-"""CFS's wake-up placement, compiled: ``select_task_rq_fair`` for a wakeup (kernel/sched/fair.c).
+"""Compiled rules a policy can hand the runtime (part of the policies' contract, with :mod:`.api`).
 
+A rule is a decision that runs at nearly every event, written as a numba function over
+arrays: the policy builds its tables once and returns them (``Policy.wake_rule``), and the
+runtime runs the rule inside its compiled event path, without a call into Python; the
+policy's Python method computes the same with the same function. With
+``NUMBA_DISABLE_JIT=1`` they run as Python.
+
+The wake-up placement of CFS, ``select_task_rq_fair`` for a wakeup (kernel/sched/fair.c):
 ``wake_affine`` decides between the CPU the thread last ran on and its waker's, then
 ``select_idle_sibling`` looks for an idle CPU sharing the chosen one's last-level
 cache: the target itself, the previous CPU, an idle core (with SMT), then idle CPUs
-within the SIS_UTIL scan budget. This runs on every wake-up, so it is a numba function
-over arrays that :class:`~numasim.policies.cfs.CFS` builds once (docs/model.md keeps what
-it models); with ``NUMBA_DISABLE_JIT=1`` it runs as Python.
+within the SIS_UTIL scan budget (docs/model.md keeps what it models).
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from numpy.typing import NDArray
 
 from .. import jit
 
-from .balance_pass import SCALE
+jit.fresh(__file__)
 
-jit.fresh(__file__, "balance_pass.py")
+__all__ = ["SCALE", "WakeTables", "check_packed", "wake_cpu", "wake_packed"]
 
-__all__ = ["WakeTables", "wake_cpu"]
+SCALE = 1024  # SCHED_CAPACITY_SCALE: one CPU's capacity, one nice-0 task's load
+_HEAD = 16  # columns of the packed tables' first row (WakeTables.packed)
 
 
 class WakeTables:
@@ -48,6 +54,61 @@ class WakeTables:
         for i, cpus in enumerate(core_cpus):
             self.core_cpus[i, :len(cpus)] = cpus
         self.cpu_core = np.ascontiguousarray(cpu_core, dtype=np.int64)
+
+    def packed(self, smt: bool, pct_mc: int) -> NDArray[np.int64]:
+        """The tables as one array, for the runtime (:func:`wake_packed` reads it): row 0 holds the
+        number of wake_affine levels, the SMT flag, imbalance_pct of the LLC level, the number
+        of LLCs and the ways per core, then each level's imbalance_pct from column 8; then a
+        row per level's spans, the LLC spans, the CPUs' cores, the LLCs' lengths, a row per
+        LLC of its CPUs and a row per core of its CPUs."""
+        levels, ncpu = self.span_of.shape
+        n_llc, width = self.llc_cpus.shape
+        ncores, ways = self.core_cpus.shape
+        if levels > _HEAD - 8:
+            raise ValueError(f"at most {_HEAD - 8} wake_affine levels, got {levels}")
+        cols = max(ncpu, width, ways, n_llc, _HEAD)
+        out = np.full((4 + levels + n_llc + ncores, cols), -1, dtype=np.int64)
+        out[0, :5] = (levels, int(smt), pct_mc, n_llc, ways)
+        out[0, 8:8 + levels] = self.pct
+        out[1:1 + levels, :ncpu] = self.span_of
+        out[1 + levels, :ncpu] = self.llc_span_of
+        out[2 + levels, :ncpu] = self.cpu_core
+        out[3 + levels, :n_llc] = self.llc_len
+        out[4 + levels:4 + levels + n_llc, :width] = self.llc_cpus
+        out[4 + levels + n_llc:, :ways] = self.core_cpus
+        return out
+
+
+def check_packed(W: object, ncpu: int) -> str | None:
+    """What is wrong with tables handed over as :meth:`WakeTables.packed` for a machine of ``ncpu``
+    CPUs (the compiled code does not check its indices), or None."""
+    if not isinstance(W, np.ndarray) or W.dtype != np.int64 or W.ndim != 2 or W.shape[0] < 6 or W.shape[1] < max(ncpu, _HEAD):
+        return f"an int64 array of at least 6 rows and {max(ncpu, _HEAD)} columns"
+    levels, smt, pct_mc, n_llc, ways = (int(v) for v in W[0, :5])
+    ncores = W.shape[0] - 4 - levels - n_llc
+    if not (0 <= levels <= _HEAD - 8 and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc and 1 <= ways <= W.shape[1]
+            and ncores >= 1):
+        return "a first row of levels (0-8), SMT (0 or 1), imbalance_pct (100-200), LLCs and ways that fit the array"
+    r = 1 + levels
+    llc_len = W[r + 2, :n_llc]
+    cpus = W[r + 3:r + 3 + n_llc]
+    ok = (np.all((W[r, :ncpu] >= 0) & (W[r, :ncpu] < n_llc)) and np.all((W[r + 1, :ncpu] >= 0) & (W[r + 1, :ncpu] < ncores))
+          and np.all((llc_len >= 1) & (llc_len <= W.shape[1]))
+          and all(np.all((row[:k] >= 0) & (row[:k] < ncpu)) and np.all(np.diff(row[:k]) > 0) for row, k in zip(cpus, llc_len))
+          and np.all((W[r + 3 + n_llc:, :ways] >= -1) & (W[r + 3 + n_llc:, :ways] < ncpu)))
+    return None if ok else "CPU, core and LLC numbers within the machine, each LLC's CPUs ascending"
+
+
+@njit(cache=True)
+def wake_packed(W, nr, prev, this, allowed):
+    """:func:`wake_cpu` over the tables packed by :meth:`WakeTables.packed`; ``allowed``: a mask of
+    the CPUs the thread may use (every CPU's entry true when it may use all)."""
+    levels, smt, pct_mc, n_llc, ways = W[0, 0], W[0, 1], W[0, 2], W[0, 3], W[0, 4]
+    ncpu = nr.size
+    width = W.shape[1]
+    r = 1 + levels
+    return wake_cpu(nr, prev, this, allowed, W[1:r, :ncpu], W[0, 8:8 + levels], W[r, :ncpu], W[r + 3:r + 3 + n_llc, :width],
+                    W[r + 2, :n_llc], W[r + 3 + n_llc:, :ways], W[r + 1, :ncpu], smt != 0, pct_mc)
 
 
 @njit(cache=True)

@@ -1,15 +1,21 @@
-"""The idle pull the runtime runs for a policy (``Policy.idle_rule``, ``numasim.sim.events.pull_one``).
+"""The compiled rules a policy hands the runtime: the idle pull and the wake-up placement.
 
-Linux's newidle balancing at a lowest domain of one-CPU groups: from the first busiest CPU of
-the idle CPU's domain, if it has two threads or more, one queued thread other than the
-running one, among those allowed on the idle CPU, moves. Checked here on hand-made runqueues.
+The idle pull (``Policy.idle_rule``, ``numasim.sim.events.pull_one``) is Linux's newidle
+balancing at a lowest domain of one-CPU groups: from the first busiest CPU of the idle
+CPU's domain, if it has two threads or more, one queued thread other than the running
+one, among those allowed on the idle CPU, moves; checked on hand-made runqueues. The
+wake-up rule (``Policy.wake_rule``, CFS's select_task_rq_fair) must place as the policy's
+``wake()`` does; tables that point outside the machine are refused.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
+from numasim import Policy, PolicyError, register
+from numasim.policies.api import WakeAffine
 from numasim.sim import events, layout
 
 
@@ -102,3 +108,51 @@ def test_no_pull_without_the_rule_nor_from_a_cpu_with_one_thread_and_draws_asked
     assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == events._NO_DRAWS
     sc.ctl[layout.PULL_RULE] = 0
     assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1
+
+
+def _runs(data):
+    from .conftest import run_small
+
+    res = run_small(data, workers=1, with_sla=False, quiet=True)
+    return {r.label: (r.throughput, r.migrations, r.cross_node_migrations, [p.throughput for p in r.pods])
+            for r in res.runs}
+
+
+@pytest.mark.parametrize("smt", [False, True])
+def test_the_compiled_wake_up_rule_places_as_the_policys_wake_does(monkeypatch, smt):
+    # The runtime runs CFS's select_task_rq_fair compiled (Policy.wake_rule); without the rule it
+    # asks CFS.wake() at every wake-up. Pinned (numactl, taskset) and free threads, SMT or not.
+    from numasim.policies.cfs import CFS
+
+    from .conftest import OVERCOMMITTED, small_scenario
+
+    data = small_scenario(**{**OVERCOMMITTED, "duration": "4s", "warmup": "1s",
+                             "policies": [{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"},
+                                          {"label": "taskset", "policy": "taskset", "options": {"cpus": ["0-2", "1-5"]}}]})
+    data["machine"]["smt"] = smt
+    compiled = _runs(data)
+    monkeypatch.setattr(CFS, "wake_rule", lambda self: None)
+    assert _runs(data) == compiled
+
+
+@register
+class _BadWakeRule(Policy):
+    """A policy whose wake-up rule's tables point outside the machine."""
+
+    name = "test-bad-wake-rule"
+
+    def place(self, tid, sim):
+        return 0
+
+    def wake_rule(self):
+        tables = np.zeros((8, 16), dtype=np.int64)
+        tables[0, :5] = (1, 0, 117, 1, 1)
+        tables[2] = 99  # an LLC number beyond the one LLC
+        return WakeAffine(tables)
+
+
+def test_wake_rule_tables_outside_the_machine_are_refused_with_a_policy_error():
+    from .conftest import run_small, small_scenario
+
+    with pytest.raises(PolicyError, match=r"test-bad-wake-rule.*WakeAffine.tables must be"):
+        run_small(small_scenario(policies=[{"label": "bad", "policy": "test-bad-wake-rule"}]), workers=1)
