@@ -161,7 +161,7 @@ def test_pauses_and_arrivals_come_at_the_same_moments_whatever_the_policy(monkey
     def recording(self, kind, ident):
         rng = original(self, kind, ident)
         if kind not in (drivers.STREAM_PAUSES, drivers.STREAM_ARRIVALS):
-            return rng  # the idle pull's: drawn as the policy's decisions make CPUs idle
+            return rng  # the idle pull's (drawn as the policy makes CPUs idle), the picks of idle workers
         draws = seen.setdefault(self.policy.name, {}).setdefault((kind, ident), [])
 
         class Recorder:
@@ -169,8 +169,10 @@ def test_pauses_and_arrivals_come_at_the_same_moments_whatever_the_policy(monkey
                 draws.append(rng.exponential(scale))
                 return draws[-1]
 
-            def random(self):
-                return rng.random()
+            def standard_exponential(self, size):  # a pod's times between arrivals, in batches
+                batch = rng.standard_exponential(size)
+                draws.extend(batch.tolist())
+                return batch
 
         return Recorder()
 
@@ -189,3 +191,24 @@ def test_pauses_and_arrivals_come_at_the_same_moments_whatever_the_policy(monkey
     for key, draws in cfs.items():
         n = min(len(draws), len(numactl[key]))
         assert n >= 5 and draws[:n] == numactl[key][:n], key
+
+
+def test_open_mode_arrivals_come_at_their_rate_and_queue_in_order_when_the_service_falls_behind():
+    # One worker serving long requests, arrivals at 5,000/s: the queue (a ring per pod, 16 long
+    # at first) grows, keeps its arrival times in order, and they are spaced 1/rate apart on average.
+    from numasim.runner import _simulate
+    from numasim.sim import layout
+
+    data = small_scenario(
+        workloads={"open": {"base": "java-transactions", "requests": {"mode": "open", "ops": 2000, "rate_per_s": 5000}}},
+        pods=[{"name": "server", "threads": 1, "memory": "256MiB", "profile": "open"}],
+        policies=[{"label": "cfs", "policy": "cfs"}], duration="2s", warmup="500ms", replications=1)
+    scenario = numasim.from_dict(data)
+    sim, _, _ = _simulate(scenario, scenario.variants[0], 1, None)
+    P, Q = sim._P, sim._Q
+    n, head = int(P[layout.P_QLEN, 0]), int(P[layout.P_QHEAD, 0])
+    assert Q.shape[1] > 16 and n > 1000, (Q.shape, n)
+    times = np.array([Q[0, (head + k) % Q.shape[1]] for k in range(n)])
+    gaps = np.diff(times)
+    assert np.all(gaps >= 1) and 0 < times[0] and times[-1] <= 2_000_000_000
+    assert abs(gaps.mean() / 200_000 - 1) < 4 / np.sqrt(len(gaps)) + 0.01  # exponential gaps: sd = mean

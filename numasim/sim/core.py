@@ -277,7 +277,10 @@ def reschedule(F, I, B, tids, n, kf, s, ctl, H):
 @njit(cache=True)
 def live(H, I, j):
     """Whether heap entry ``j`` still stands: a burst end of the thread's current generation, or
-    the wake-up of its latest think time (generation ``-1 - wgen``)."""
+    the wake-up of its latest think time (generation ``-1 - wgen``); a pod's next arrival
+    (thread ``-1 - pod``) always does."""
+    if H[1, j] < 0:
+        return True
     gen = H[2, j]
     if gen >= 0:
         return gen == I[I_GEN, H[1, j]]

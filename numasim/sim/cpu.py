@@ -126,6 +126,8 @@ class CpuRuntime:
                 self._slices_for(ctl[layout.CPU])
             elif code == layout.EV_TOUCH:
                 self._touch_step(ctl[layout.TID])
+            elif code == layout.NEEDS_QUEUE:
+                self._grow_queues()
 
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the policy for work."""
@@ -184,9 +186,10 @@ class CpuRuntime:
         self._ctlv[layout.CPU] = cpu
 
     def _refill_draws(self) -> None:
-        """New random numbers for the wake-up path, where it used them up: uniform in [0, 1) for
+        """New random numbers where they were used up: for the wake-up path, uniform in [0, 1) for
         wakers, standard exponential for think times (times the mean think time, numpy's
-        ``exponential``), from the engine's stream for them."""
+        ``exponential``), from the engine's stream for them; for the idle pull, from its own;
+        for each open-mode pod's arrivals, from two of the pod's own (times apart, picks)."""
         ctl, d = self._ctlv, self._scratch.draws
         if ctl[layout.PULL_AT] > layout.DRAWS - 2:
             d[layout.DRAW_PULL] = self._pull_rng.random(layout.DRAWS)
@@ -197,6 +200,19 @@ class CpuRuntime:
         if ctl[layout.E_AT] == layout.DRAWS:
             d[layout.DRAW_E] = self._draw_rng.standard_exponential(layout.DRAWS)
             ctl[layout.E_AT] = 0
+        P = self._P
+        for p in self._injecting:  # each open-mode pod's arrivals: times apart and picks, streams of its own
+            rngs = self._arrival_rngs.get(p)
+            if rngs is None:
+                rngs = self._arrival_rngs[p] = (self._stream(layout.STREAM_ARRIVALS, p),
+                                                self._stream(layout.STREAM_PICKS, p))
+            times, picks = layout.arrival_rows(p)
+            if P[layout.P_ARR_E, p] == layout.DRAWS:
+                d[times] = rngs[0].standard_exponential(layout.DRAWS)
+                P[layout.P_ARR_E, p] = 0
+            if P[layout.P_ARR_U, p] == layout.DRAWS:
+                d[picks] = rngs[1].random(layout.DRAWS)
+                P[layout.P_ARR_U, p] = 0
 
     def _update_cpus(self, cpus: list[int], integrated: bool = False) -> None:
         """Recompute the CPU shares of the threads on ``cpus`` and when their bursts end

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import PolicyError
 from . import events, layout
+from .layout import STREAM_ARRIVALS, STREAM_PAUSES, STREAM_PICKS, STREAM_PULL  # noqa: F401 (named here for tests)
 from .cpu import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -18,7 +19,12 @@ __all__ = ["Drivers"]
 
 # Random streams of their own, below the engine's (SeedSequence spawn keys; the wake-up
 # path's is the engine's first spawned child, 0).
-STREAM_PAUSES, STREAM_ARRIVALS, STREAM_PULL = 1, 2, 3
+_FAR = 4e18  # ns between arrivals at a rate of 0
+
+
+def interarrival(rate_ns: float) -> float:
+    """The mean time between arrivals (ns) at ``rate_ns`` per ns."""
+    return 1.0 / rate_ns if rate_ns > 0 else _FAR
 
 
 class Drivers:
@@ -117,8 +123,7 @@ class Drivers:
         pod = self.pods[self.t_pod[tid]]
         if mode == 2 and pod.index not in self._injecting and all(self.t_phase[t] == WORK for t in pod.tids):
             # The injector starts once the service is up: every worker has touched its memory.
-            self._injecting.add(pod.index)
-            self.env.process(self._open_arrivals(pod))
+            self._start_arrivals(pod.index)
         if mode == 1:
             self.t_req_arrival[tid] = self.now
             self.t_req_left[tid] = self.p_req_ops[tid]
@@ -141,35 +146,35 @@ class Drivers:
         seq = self.rng.bit_generator.seed_seq
         return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, kind, ident)))
 
-    def _open_arrivals(self, pod: PodInstance):
-        """Poisson arrivals of requests at an open-mode pod; an idle worker is woken for each."""
-        p = pod.index
-        rng = self._stream(STREAM_ARRIVALS, p)
-        while pod.status == "running":
-            yield self.env.timeout(max(int(rng.exponential(1.0 / self.q_rate[p])), 1))
-            pick = rng.random()  # drawn whether or not a worker is idle: the next arrival's time stays the same
-            self._enqueue_request(p, self.now)
-            idle = [t for t in pod.tids if self.t_waiting[t] and self.t_phase[t] == WORK
-                    and not self.t_paused[t] and not self.t_held[t] and not self.t_active[t]]
-            if idle:
-                self._wake(idle[int(pick * len(idle))])
+    def _start_arrivals(self, p: int) -> None:
+        """Pod ``p``'s open-mode arrivals begin (each then draws the next: numasim.sim.events._arrival)."""
+        self._injecting.add(p)
+        self._P[layout.P_OPEN, p] = 1
+        self._ctlv[layout.NOW] = self.env.now
+        if events.next_arrival(self._F, self._I, self._P, self._scratch.draws, self._ctl, self._scratch.heap, p,
+                               self.env.now):
+            self._refill_draws()
+            events.next_arrival(self._F, self._I, self._P, self._scratch.draws, self._ctl, self._scratch.heap, p,
+                                self.env.now)
+        self._arm()
 
-    def _enqueue_request(self, p: int, when: int) -> None:
-        """Add a request arrived at ``when`` to pod ``p``'s queue (a ring, twice as long when full)."""
+    def _set_rate(self, p: int, rate_ns: float) -> None:
+        """Pod ``p``'s open-mode arrivals per ns from now on (its mean time between them, for the compiled code)."""
+        self.q_rate[p] = rate_ns
+        for tid in self.pods[p].tids:
+            self.p_interarrival[tid] = interarrival(rate_ns)
+
+    def _grow_queues(self) -> None:
+        """Twice as long a ring for every pod's queue (one is full); every ring starts again at 0."""
         P, Q = self._P, self._Q
-        head, n = int(P[layout.P_QHEAD, p]), int(P[layout.P_QLEN, p])
         cap = Q.shape[1]
-        if n == cap:
-            grown = np.zeros((Q.shape[0], 2 * cap), dtype=np.int64)
-            for q in range(Q.shape[0]):  # every ring starts again at 0
-                k, h = int(P[layout.P_QLEN, q]), int(P[layout.P_QHEAD, q])
-                grown[q, :k] = np.roll(Q[q], -h)[:k]
-                P[layout.P_QHEAD, q] = 0
-            self._Q = Q = grown
-            self._set_core_args()
-            head, cap = 0, 2 * cap
-        Q[p, (head + n) % cap] = when
-        P[layout.P_QLEN, p] = n + 1
+        grown = np.zeros((Q.shape[0], 2 * cap), dtype=np.int64)
+        for q in range(Q.shape[0]):
+            k, h = int(P[layout.P_QLEN, q]), int(P[layout.P_QHEAD, q])
+            grown[q, :k] = np.roll(Q[q], -h)[:k]
+            P[layout.P_QHEAD, q] = 0
+        self._Q = grown
+        self._set_core_args()
 
     def drive_open(self, rates_per_s: dict[int, float]) -> None:
         """From now on, the pods named (by index) take requests open-loop, Poisson at these rates per second.
@@ -181,12 +186,11 @@ class Drivers:
         """
         for p, rate in rates_per_s.items():
             pod = self.pods[p]
-            self.q_rate[p] = rate / 1e9
+            self._set_rate(p, rate / 1e9)
             for tid in pod.tids:
                 self.p_req_mode[tid] = 2
             if pod.status == "running" and p not in self._injecting:
-                self._injecting.add(p)
-                self.env.process(self._open_arrivals(pod))
+                self._start_arrivals(p)
 
     def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
         """Stop-the-world pauses (a JVM's safepoints): every thread of one process blocks at once."""

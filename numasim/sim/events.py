@@ -16,7 +16,7 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, CI_HEAD,
+from .layout import (F_INTERARRIVAL, NEEDS_QUEUE, P_ARR_E, P_ARR_U, P_OPEN, IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, CI_HEAD,
                      CI_PULL_SPAN, DRAW_PULL, I_MASK, I_NEXT, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
                      DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
                      F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
@@ -33,7 +33,7 @@ from .state import TOUCH, WORK
 
 jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py", "../policies/rules.py")
 
-__all__ = ["fire", "block", "charge_move", "take_request", "wants_idle", "pull_one"]
+__all__ = ["fire", "block", "charge_move", "take_request", "wants_idle", "pull_one", "next_arrival"]
 
 # Where fire takes an event up again (ctl[PENDING]): a burst end's stages, a wake-up's, a move's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
@@ -55,11 +55,12 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
     touch step ended), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA
     (CFS quotas of the threads in ``s[S_TIDS]``), NEEDS_IDLE (``ctl[CPU]`` fell idle:
     the policy's idle balancing), NEEDS_FLUSH (logs full), NEEDS_DRAWS (random numbers
-    used up), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
+    used up), NEEDS_QUEUE (a pod's queue full: the rings grow), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
     says where). 0 once no event is due (the next is armed).
 
     A thread the idle pull chose (:func:`pull_one`, ``ctl[PULL_TID]``) moves once the event
-    that made its CPU idle is done, before the next event.
+    that made its CPU idle is done, before the next event. A pod's open-mode arrival
+    (:func:`_arrival`) queues a request and wakes an idle worker, if any.
     """
     now = ctl[NOW]
     tid = ctl[TID]
@@ -83,21 +84,30 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
                 arm(I, s, ctl, H)
                 return 0
             tid, gen = H[1, 0], H[2, 0]
-            stands = live(H, I, 0)
-            heap_pop(H, ctl)
-            if not stands:
-                continue
-            ctl[TID] = tid
-            if gen < 0:
+            if tid < 0:  # a pod's arrival (not popped if it stops: taken up again when called again)
+                need = _arrival(F, I, B, P, D, Q, ctl, H, -1 - tid, now)
+                if need:
+                    return need
+                if ctl[TID] < 0:
+                    continue  # no idle worker: the request waits in the queue
+                tid = ctl[TID]
                 pending = WAKE_BEGIN
-            elif not B[B_ACTIVE, tid]:
-                continue
             else:
-                one[0] = tid
-                if integrate(F, I, CF, one, 1, now, s, sf, ctl):
-                    ctl[PENDING] = _AFTER_INTEGRATE
-                    return NEEDS_TOUCH
-                pending = _AFTER_INTEGRATE
+                stands = live(H, I, 0)
+                heap_pop(H, ctl)
+                if not stands:
+                    continue
+                ctl[TID] = tid
+                if gen < 0:
+                    pending = WAKE_BEGIN
+                elif not B[B_ACTIVE, tid]:
+                    continue
+                else:
+                    one[0] = tid
+                    if integrate(F, I, CF, one, 1, now, s, sf, ctl):
+                        ctl[PENDING] = _AFTER_INTEGRATE
+                        return NEEDS_TOUCH
+                    pending = _AFTER_INTEGRATE
         if pending >= MOVE_BEGIN:
             need = _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, pending)
         elif pending >= WAKE_BEGIN:
@@ -106,6 +116,66 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
             need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, pending)
         if need:
             return need
+
+
+_ARRIVALS = DRAW_PULL + 1  # the first row of Scratch.draws with pods' arrival numbers (layout.arrival_rows)
+_FAR = 4e18  # ns: a time between arrivals beyond any run (a rate of almost 0)
+
+
+@njit(cache=True)
+def _arrival(F, I, B, P, D, Q, ctl, H, p, now):
+    """Pod ``p``'s next open-mode request arrives now (the heap's top entry, popped here): it joins
+    the pod's queue, the next arrival is drawn (exponential, at the pod's current rate) while
+    its arrivals go on, and an idle worker, picked at random, is named in ``ctl[TID]``
+    (-1 if none) for the caller to wake up. NEEDS_DRAWS or NEEDS_QUEUE (a full ring) first,
+    the entry left in the heap."""
+    width = D.shape[1]
+    if P[P_ARR_U, p] == width or (P[P_OPEN, p] != 0 and P[P_ARR_E, p] == width):
+        return NEEDS_DRAWS
+    if P[P_QLEN, p] == Q.shape[1]:
+        return NEEDS_QUEUE
+    heap_pop(H, ctl)
+    u = D[_ARRIVALS + 1 + 2 * p, P[P_ARR_U, p]]
+    P[P_ARR_U, p] += 1
+    head, n = P[P_QHEAD, p], P[P_QLEN, p]
+    Q[p, (head + n) % Q.shape[1]] = now
+    P[P_QLEN, p] = n + 1
+    if P[P_OPEN, p] != 0:
+        next_arrival(F, I, P, D, ctl, H, p, now)
+    k = 0
+    for t in range(P[P_FIRST, p], P[P_FIRST, p + 1]):
+        if _idle_worker(I, B, t):
+            k += 1
+    ctl[TID] = -1
+    if k:
+        j = int(u * k)
+        for t in range(P[P_FIRST, p], P[P_FIRST, p + 1]):
+            if _idle_worker(I, B, t):
+                if j == 0:
+                    ctl[TID] = t
+                    break
+                j -= 1
+    return 0
+
+
+@njit(cache=True)
+def _idle_worker(I, B, t):
+    """A worker waiting for a request: working, not paused, held or queued."""
+    return (B[B_WAITING, t] and I[I_PHASE, t] == WORK and not B[B_PAUSED, t] and not B[B_HELD, t]
+            and not B[B_ACTIVE, t])
+
+
+@njit(cache=True)
+def next_arrival(F, I, P, D, ctl, H, p, now):
+    """Put pod ``p``'s next arrival in the heap, an exponential time from ``now`` at its current
+    mean time between arrivals (``p_interarrival``, ns); NEEDS_DRAWS if its numbers are used up."""
+    at = P[P_ARR_E, p]
+    if at == D.shape[1]:
+        return NEEDS_DRAWS
+    P[P_ARR_E, p] = at + 1
+    step = max(int(min(D[_ARRIVALS + 2 * p, at] * F[F_INTERARRIVAL, P[P_FIRST, p]], _FAR)), 1)
+    heap_push(H, I, ctl, now + step, -1 - p, 0)
+    return 0
 
 
 @njit(cache=True)

@@ -47,7 +47,7 @@ from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
 from .decisions import Decisions, _int
-from .drivers import STREAM_PULL, Drivers
+from .drivers import Drivers, interarrival
 from .pages import PageRuntime
 from .rates import Rates
 from .sampling import Sampling
@@ -195,6 +195,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         # Open mode: each pod's arrival rate per ns (drive_open changes it).
         self.q_rate = [req.rate_per_s / 1e9 if req is not None and req.mode == "open" else 0.0
                        for req in (pod.profile.requests for pod in pods)]
+        # ... and each thread's pod's mean time between arrivals (ns), for the compiled arrivals.
+        self.p_interarrival = [interarrival(self.q_rate[pod.index]) for pod in pods for _ in pod.tids]
+        self._arrival_rngs: dict[int, tuple[np.random.Generator, np.random.Generator]] = {}
         self.p_waker_pod = [pr.waker == "pod" for pr in prof]
         self.nr = [0] * machine.n_cpus
         # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
@@ -312,11 +315,12 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             sibs = self._core_of[c]
             self._core_cpus[c, :len(sibs)] = sibs
         self._scratch = layout.Scratch(nt, ncpu, self._smt, self._switch_ns, float(TOUCH_STEP),
-                                       float(self.machine.spec.l2_kib * 1024))
+                                       float(self.machine.spec.l2_kib * 1024), len(self.pods))
         # Per pod (layout.P_*): its first thread (a pod's threads are numbered in a row), whether it is
         # throttled, and the head and length of its open-mode queue, a ring of arrival times in _Q.
         npods = len(self.pods)
-        self._P = np.zeros((4, npods + 1), dtype=np.int64)
+        self._P = np.zeros((7, npods + 1), dtype=np.int64)
+        self._P[layout.P_ARR_E] = self._P[layout.P_ARR_U] = layout.DRAWS  # none drawn yet
         self._P[layout.P_FIRST] = [p.tids[0] for p in self.pods] + [nt]
         self._P[layout.P_THROTTLED, :npods] = self.q_throttled
         self.q_throttled = memoryview(self._P[layout.P_THROTTLED])
@@ -341,7 +345,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
                 raise PolicyError(self.policy.name, 0, "wake_rule", f"WakeAffine.tables must be {wrong}")
             self._W = wake.tables
         # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
-        self._pull_rng = self._stream(STREAM_PULL, 0)
+        self._pull_rng = self._stream(layout.STREAM_PULL, 0)
         # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).
         self._A = np.ones((4, ncpu), dtype=np.bool_)
         self._A[1:] = False

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 from ..errors import PolicyError
 from ..policies.api import MigratePages, MoveChunks
+from . import layout
 from .memory import CHUNK, AllocationFailure
 from .state import DEAD, WORK
 from .trace import PodInstance
@@ -94,6 +95,7 @@ class PageRuntime:
             running = [self.pods[self.memory.regions[exc.region].pod]]
         victim = max(running, key=lambda p: (usage[p.index], p.index))
         victim.status = "failing"
+        self._P[layout.P_OPEN, victim.index] = 0  # its open-mode arrivals stop (the one drawn still comes)
         ev = self.env.timeout(0)
         ev.callbacks.append(lambda _e, p=victim, r=f"out of memory: {exc}": self._kill(p, r))
 
