@@ -156,3 +156,33 @@ def test_wake_rule_tables_outside_the_machine_are_refused_with_a_policy_error():
 
     with pytest.raises(PolicyError, match=r"test-bad-wake-rule.*WakeAffine.tables must be"):
         run_small(small_scenario(policies=[{"label": "bad", "policy": "test-bad-wake-rule"}]), workers=1)
+
+
+def test_tables_whose_llc_rows_lie_beyond_the_checked_width_are_refused():
+    # A review found tables that passed the check and made the compiled rule read outside them
+    # (more LLCs than the array has columns: their lengths and CPUs went unchecked).
+    from numasim.policies.rules import check_packed
+
+    W = np.zeros((25, 16), dtype=np.int64)
+    W[0, :5] = (0, 0, 117, 20, 1)
+    W[1, :2] = 17
+    W[3, :16] = 1
+    W[4, 1] = 3
+    W[4 + 17, 0] = 10**12
+    assert check_packed(W, 2) is not None
+
+
+def test_a_cfs_subclass_with_its_own_idle_gets_no_compiled_pull_and_is_always_asked():
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFS, CFSOptions
+
+    class MyIdle(CFS):
+        name = "test-my-idle"
+
+        def idle(self, cpu, sim):
+            return []
+
+    machine = machine_preset("pacific-broadwell")
+    mine, plain = MyIdle(CFSOptions(), machine, np.random.default_rng(0)), CFS(CFSOptions(), machine, np.random.default_rng(0))
+    assert plain.idle_rule() is not None and plain.idle_when == "overloaded"
+    assert mine.idle_rule() is None and mine.idle_when == "always"

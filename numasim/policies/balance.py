@@ -57,15 +57,19 @@ class _Entity:
 class LoadBalancer:
     """Placement by load and task migration between runqueues (the mixin half of :class:`CFS`)."""
 
-    idle_when = "overloaded"  # newidle balancing pulls queued threads only (rd->overloaded)
+    @property
+    def idle_when(self) -> str:  # type: ignore[override]
+        """Newidle balancing pulls queued threads only (rd->overloaded); a subclass that changes
+        :meth:`idle` is asked always."""
+        return "overloaded" if type(self).idle is LoadBalancer.idle else "always"
 
     def idle_rule(self) -> PullOne | None:
         """Without SMT, the lowest domain's groups are single CPUs: ``sched_balance_rq`` there finds
         the CPU with the most tasks (overloaded), computes migrate_task with an imbalance of one
         task and pulls one task that may run here. The runtime runs that compiled
         (:class:`~numasim.policies.api.PullOne`) and asks :meth:`idle` when it pulls nothing."""
-        if not self.levels or self.machine.smt or self.levels[0].numa:
-            return None  # (no levels: one CPU)
+        if type(self).idle is not LoadBalancer.idle or not self.levels or self.machine.smt or self.levels[0].numa:
+            return None  # (a subclass's own idle(); no levels: one CPU)
         return PullOne(np.asarray(self.levels[0].span_of, dtype=np.int64))
 
     def idle(self, cpu: int, sim: "View") -> list[Decision]:

@@ -86,8 +86,8 @@ def check_packed(W: object, ncpu: int) -> str | None:
         return f"an int64 array of at least 6 rows and {max(ncpu, _HEAD)} columns"
     levels, smt, pct_mc, n_llc, ways = (int(v) for v in W[0, :5])
     ncores = W.shape[0] - 4 - levels - n_llc
-    if not (0 <= levels <= _HEAD - 8 and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc and 1 <= ways <= W.shape[1]
-            and ncores >= 1):
+    if not (0 <= levels <= _HEAD - 8 and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc <= W.shape[1]
+            and 1 <= ways <= W.shape[1] and ncores >= 1):
         return "a first row of levels (0-8), SMT (0 or 1), imbalance_pct (100-200), LLCs and ways that fit the array"
     r = 1 + levels
     llc_len = W[r + 2, :n_llc]

@@ -6,6 +6,8 @@ methods share (see docs/architecture.md).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import PolicyError
@@ -147,7 +149,10 @@ class Drivers:
         return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, kind, ident)))
 
     def _start_arrivals(self, p: int) -> None:
-        """Pod ``p``'s open-mode arrivals begin (each then draws the next: numasim.sim.events._arrival)."""
+        """Pod ``p``'s open-mode arrivals begin, if it is running (each then draws the next:
+        numasim.sim.events._arrival)."""
+        if self.pods[p].status != "running":
+            return
         self._injecting.add(p)
         self._P[layout.P_OPEN, p] = 1
         self._ctlv[layout.NOW] = self.env.now
@@ -185,6 +190,8 @@ class Drivers:
         for one. The next arrival already drawn keeps its time; later ones are at the new rate.
         """
         for p, rate in rates_per_s.items():
+            if not 0 < rate < math.inf:
+                raise ValueError(f"pod {p}: an open-mode rate must be a finite number of requests per second > 0, got {rate}")
             pod = self.pods[p]
             self._set_rate(p, rate / 1e9)
             for tid in pod.tids:

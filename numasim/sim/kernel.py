@@ -38,6 +38,8 @@ from ..policies.rules import check_packed
 from ..policies.api import (
     PAGE,
     Policy,
+    PullOne,
+    WakeAffine,
 )
 from .memory import Memory
 from .perf import LINE, lines_in_flight
@@ -332,18 +334,19 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             else layout.IDLE_OVERLOADED if self.policy.idle_when == "overloaded" else layout.IDLE_ALWAYS)
         rule = self.policy.idle_rule()
         if rule is not None:
-            span = np.asarray(rule.span)
+            span = np.asarray(rule.span) if isinstance(rule, PullOne) else np.zeros(0)
             if span.shape != (ncpu,) or span.dtype.kind not in "iu":
-                raise PolicyError(self.policy.name, 0, "idle_rule", f"PullOne.span must be one integer per CPU ({ncpu})")
+                raise PolicyError(self.policy.name, 0, "idle_rule",
+                                  f"idle_rule() must return None or a PullOne whose span is one integer per CPU ({ncpu})")
             self.cpu_store.i[layout.CI_PULL_SPAN] = span
             self._ctlv[layout.PULL_RULE] = 1
         wake = self.policy.wake_rule()
         self._W = np.zeros((0, 1), dtype=np.int64)  # no rows: wake() places every wake-up
         if wake is not None:
-            wrong = check_packed(wake.tables, ncpu)
+            wrong = check_packed(wake.tables, ncpu) if isinstance(wake, WakeAffine) else "a WakeAffine"
             if wrong:
                 raise PolicyError(self.policy.name, 0, "wake_rule", f"WakeAffine.tables must be {wrong}")
-            self._W = wake.tables
+            self._W = np.array(wake.tables, dtype=np.int64)  # a copy: checked, it stays as checked
         # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
         self._pull_rng = self._stream(layout.STREAM_PULL, 0)
         # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).
