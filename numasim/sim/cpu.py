@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from . import core, events, layout
-from .layout import N_ARM, N_LAT, N_MV, N_TOUCH
+from .layout import N_ARM, N_LAT, N_MV, N_TOUCH, S_ARM, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID
 from .memory import CHUNK
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -263,31 +263,31 @@ class CpuRuntime:
         ctl = self._ctlv
         if not (ctl[N_ARM] or ctl[N_TOUCH] or ctl[N_LAT] or ctl[N_MV]):
             return
-        s = self._scratch.s
+        sv = self._sv  # element by element: plain ints, no slices or lists for the one or two of each
         k = ctl[N_ARM]
         if k:
             ctl[N_ARM] = 0
-            now = self.env.now
-            for when in s[layout.S_ARM, :k].tolist():
-                self.env.timeout(when - now).callbacks.append(self._fire)
+            now, timeout, fire = self.env.now, self.env.timeout, self._fire
+            for i in range(k):
+                timeout(sv[S_ARM, i] - now).callbacks.append(fire)
         k = ctl[N_TOUCH]
         if k:
             ctl[N_TOUCH] = 0
+            s = self._scratch.s
             for tid, nbytes in zip(s[layout.S_TOUCH, :k].tolist(), self._scratch.sf[layout.SF_TOUCH, :k].tolist()):
                 self._touch(tid, nbytes)
         k = ctl[N_LAT]
         if k:
             ctl[N_LAT] = 0
             add = self.latencies.add
-            for pod, now, ns in zip(s[layout.S_LAT_POD, :k].tolist(), s[layout.S_LAT_NOW, :k].tolist(),
-                                    s[layout.S_LAT_NS, :k].tolist()):
-                add(pod, now, ns)
+            for i in range(k):
+                add(sv[S_LAT_POD, i], sv[S_LAT_NOW, i], sv[S_LAT_NS, i])
         k = ctl[N_MV]
         if k:
             ctl[N_MV] = 0
-            now = self.env.now
-            for tid, cpu in zip(s[layout.S_MV_TID, :k].tolist(), s[layout.S_MV_CPU, :k].tolist()):
-                self.placements.extend((now, tid, cpu))
+            now, extend = self.env.now, self.placements.extend
+            for i in range(k):
+                extend((now, sv[S_MV_TID, i], sv[S_MV_CPU, i]))
 
     def _set_caps(self, tids: list[int]) -> None:
         """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed

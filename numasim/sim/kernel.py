@@ -329,6 +329,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._Q = np.zeros((npods, 16), dtype=np.int64)
         self._ctl = self._scratch.ctl
         self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
+        self._sv = memoryview(self._scratch.s)  # the same for the compiled code's logs (s[row, i])
         self._ctlv[layout.IDLE_RULE] = (
             layout.IDLE_NEVER if type(self.policy).idle is Policy.idle
             else layout.IDLE_OVERLOADED if self.policy.idle_when == "overloaded" else layout.IDLE_ALWAYS)
