@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from ..errors import PolicyError
-from . import events, layout
+from . import arrivals, layout
+from .arrivals import interarrival
 from .layout import STREAM_ARRIVALS, STREAM_PAUSES, STREAM_PICKS, STREAM_PULL  # noqa: F401 (named here for tests)
 from .cpu import CFS_PERIOD_NS
 from .state import TOUCH, WORK
@@ -21,12 +22,6 @@ __all__ = ["Drivers"]
 
 # Random streams of their own, below the engine's (SeedSequence spawn keys; the wake-up
 # path's is the engine's first spawned child, 0).
-_FAR = 4e18  # ns between arrivals at a rate of 0
-
-
-def interarrival(rate_ns: float) -> float:
-    """The mean time between arrivals (ns) at ``rate_ns`` per ns."""
-    return 1.0 / rate_ns if rate_ns > 0 else _FAR
 
 
 class Drivers:
@@ -137,8 +132,8 @@ class Drivers:
         self._reschedule((tid,))
 
     def _take_request(self, tid: int) -> bool:
-        """Start the next request of the pod's open-mode queue, if any (:func:`numasim.sim.events.take_request`)."""
-        return events.take_request(self._F, self._I, self._P, self._Q, tid)
+        """Start the next request of the pod's open-mode queue, if any (:func:`numasim.sim.arrivals.take_request`)."""
+        return arrivals.take_request(self._F, self._I, self._P, self._Q, tid)
 
     def _stream(self, kind: int, ident: int) -> np.random.Generator:
         """The random stream of one pod's arrivals or one process's pauses (``ident``: the pod, or
@@ -150,16 +145,16 @@ class Drivers:
 
     def _start_arrivals(self, p: int) -> None:
         """Pod ``p``'s open-mode arrivals begin, if it is running (each then draws the next:
-        numasim.sim.events._arrival)."""
+        numasim.sim.arrivals.arrival)."""
         if self.pods[p].status != "running":
             return
         self._injecting.add(p)
         self._P[layout.P_OPEN, p] = 1
         self._ctlv[layout.NOW] = self.env.now
-        if events.next_arrival(self._F, self._I, self._P, self._scratch.draws, self._ctl, self._scratch.heap, p,
+        if arrivals.next_arrival(self._F, self._I, self._P, self._scratch.draws, self._ctl, self._scratch.heap, p,
                                self.env.now):
             self._refill_draws()
-            events.next_arrival(self._F, self._I, self._P, self._scratch.draws, self._ctl, self._scratch.heap, p,
+            arrivals.next_arrival(self._F, self._I, self._P, self._scratch.draws, self._ctl, self._scratch.heap, p,
                                 self.env.now)
         self._arm()
 

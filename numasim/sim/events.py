@@ -16,24 +16,24 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (F_INTERARRIVAL, NEEDS_QUEUE, P_ARR_E, P_ARR_U, P_OPEN, IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, CI_HEAD,
+from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, CI_HEAD,
                      CI_PULL_SPAN, DRAW_PULL, I_MASK, I_NEXT, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
                      DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
                      F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
                      I_WAKEUPS, I_WGEN, I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE,
                      NEEDS_PLACE, NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH,
-                     NEEDS_XMOVE, NOW, N_ARM, N_IN, N_LAT, N_MV, N_TIDS, PENDING, PREV, P_FIRST, P_QHEAD, P_QLEN,
-                     P_THROTTLED, QUOTA,
+                     NEEDS_XMOVE, NOW, N_ARM, N_IN, N_LAT, N_MV, N_TIDS, PENDING, PREV, P_FIRST, P_THROTTLED, QUOTA,
                      SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID, S_WORK, TID,
                      U_AT, WAKER, WAKE_BEGIN)
+from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
 from ..policies.rules import wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
 
-jit.fresh(__file__, "layout.py", "core.py", "perf.py", "state.py", "../policies/rules.py")
+jit.fresh(__file__, "layout.py", "core.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py")
 
-__all__ = ["fire", "block", "charge_move", "take_request", "wants_idle", "pull_one", "next_arrival"]
+__all__ = ["fire", "block", "charge_move", "wants_idle", "pull_one"]
 
 # Where fire takes an event up again (ctl[PENDING]): a burst end's stages, a wake-up's, a move's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
@@ -60,7 +60,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
 
     A thread the idle pull chose (:func:`pull_one`, ``ctl[PULL_TID]``) moves once the event
     that made its CPU idle is done, before the next event. A pod's open-mode arrival
-    (:func:`_arrival`) queues a request and wakes an idle worker, if any.
+    (:func:`numasim.sim.arrivals.arrival`) queues a request and wakes an idle worker, if any.
     """
     now = ctl[NOW]
     tid = ctl[TID]
@@ -85,7 +85,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
                 return 0
             tid, gen = H[1, 0], H[2, 0]
             if tid < 0:  # a pod's arrival (not popped if it stops: taken up again when called again)
-                need = _arrival(F, I, B, P, D, Q, ctl, H, -1 - tid, now)
+                need = arrival(F, I, B, P, D, Q, ctl, H, -1 - tid, now)
                 if need:
                     return need
                 if ctl[TID] < 0:
@@ -116,66 +116,6 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
             need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, pending)
         if need:
             return need
-
-
-_ARRIVALS = DRAW_PULL + 1  # the first row of Scratch.draws with pods' arrival numbers (layout.arrival_rows)
-_FAR = 4e18  # ns: a time between arrivals beyond any run (a rate of almost 0)
-
-
-@njit(cache=True)
-def _arrival(F, I, B, P, D, Q, ctl, H, p, now):
-    """Pod ``p``'s next open-mode request arrives now (the heap's top entry, popped here): it joins
-    the pod's queue, the next arrival is drawn (exponential, at the pod's current rate) while
-    its arrivals go on, and an idle worker, picked at random, is named in ``ctl[TID]``
-    (-1 if none) for the caller to wake up. NEEDS_DRAWS or NEEDS_QUEUE (a full ring) first,
-    the entry left in the heap."""
-    width = D.shape[1]
-    if P[P_ARR_U, p] == width or (P[P_OPEN, p] != 0 and P[P_ARR_E, p] == width):
-        return NEEDS_DRAWS
-    if P[P_QLEN, p] == Q.shape[1]:
-        return NEEDS_QUEUE
-    heap_pop(H, ctl)
-    u = D[_ARRIVALS + 1 + 2 * p, P[P_ARR_U, p]]
-    P[P_ARR_U, p] += 1
-    head, n = P[P_QHEAD, p], P[P_QLEN, p]
-    Q[p, (head + n) % Q.shape[1]] = now
-    P[P_QLEN, p] = n + 1
-    if P[P_OPEN, p] != 0:
-        next_arrival(F, I, P, D, ctl, H, p, now)
-    k = 0
-    for t in range(P[P_FIRST, p], P[P_FIRST, p + 1]):
-        if _idle_worker(I, B, t):
-            k += 1
-    ctl[TID] = -1
-    if k:
-        j = int(u * k)
-        for t in range(P[P_FIRST, p], P[P_FIRST, p + 1]):
-            if _idle_worker(I, B, t):
-                if j == 0:
-                    ctl[TID] = t
-                    break
-                j -= 1
-    return 0
-
-
-@njit(cache=True)
-def _idle_worker(I, B, t):
-    """A worker waiting for a request: working, not paused, held or queued."""
-    return (B[B_WAITING, t] and I[I_PHASE, t] == WORK and not B[B_PAUSED, t] and not B[B_HELD, t]
-            and not B[B_ACTIVE, t])
-
-
-@njit(cache=True)
-def next_arrival(F, I, P, D, ctl, H, p, now):
-    """Put pod ``p``'s next arrival in the heap, an exponential time from ``now`` at its current
-    mean time between arrivals (``p_interarrival``, ns); NEEDS_DRAWS if its numbers are used up."""
-    at = P[P_ARR_E, p]
-    if at == D.shape[1]:
-        return NEEDS_DRAWS
-    P[P_ARR_E, p] = at + 1
-    step = max(int(min(D[_ARRIVALS + 2 * p, at] * F[F_INTERARRIVAL, P[P_FIRST, p]], _FAR)), 1)
-    heap_push(H, I, ctl, now + step, -1 - p, 0)
-    return 0
 
 
 @njit(cache=True)
@@ -487,18 +427,3 @@ def _quotas(ctl):
     if ctl[QUOTA] != 0:
         return _stop(ctl, 0, NEEDS_QUOTA)
     return 0
-
-
-@njit(cache=True)
-def take_request(F, I, P, Q, tid):
-    """Start the next request of ``tid``'s pod's open-mode queue (a ring per pod in ``Q``), if there is one."""
-    pod = I[I_POD, tid]
-    n = P[P_QLEN, pod]
-    if n == 0:
-        return False
-    head = P[P_QHEAD, pod]
-    I[I_ARRIVAL, tid] = Q[pod, head]
-    P[P_QHEAD, pod] = (head + 1) % Q.shape[1]
-    P[P_QLEN, pod] = n - 1
-    F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
-    return True

@@ -49,7 +49,8 @@ from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
 from .decisions import Decisions, _int
-from .drivers import Drivers, interarrival
+from .arrivals import interarrival
+from .drivers import Drivers
 from .pages import PageRuntime
 from .rates import Rates
 from .sampling import Sampling

@@ -62,6 +62,7 @@ SF_EFF, SF_TOUCH, SF_FACT = range(3)
 IDLE_NEVER, IDLE_OVERLOADED, IDLE_ALWAYS = range(3)
 K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)  # float constants (Scratch.kf)
 DRAW_U, DRAW_E, DRAW_PULL = range(3)  # rows of Scratch.draws; then two per pod (arrival_rows)
+ARRIVAL_ROWS = DRAW_PULL + 1  # the first of those
 DRAWS = 1024  # random numbers drawn per batch
 # The engine's named random streams (Drivers._stream): a process's pauses, a pod's times between
 # arrivals, the idle pull's, a pod's picks of the idle worker an arrival wakes.
@@ -79,7 +80,7 @@ FIRE_STATE = (PENDING, TID, CPU, PREV, WAKER, SINGLE, PULL_TID, PULL_CPU)
 def arrival_rows(pod: int) -> tuple[int, int]:
     """The rows of Scratch.draws that hold pod ``pod``'s random numbers for arrivals: standard
     exponential (the times between them, times the mean) and uniform (the idle worker each wakes)."""
-    return DRAW_PULL + 1 + 2 * pod, DRAW_PULL + 2 + 2 * pod
+    return ARRIVAL_ROWS + 2 * pod, ARRIVAL_ROWS + 1 + 2 * pod
 
 
 class Scratch:
