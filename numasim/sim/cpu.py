@@ -13,6 +13,9 @@ import numpy as np
 
 from . import core, events, layout
 from .layout import N_ARM, N_LAT, N_MV, N_TOUCH, S_ARM, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID
+from ..errors import PolicyError
+from ..policies.api import Policy, PullOne, WakeAffine
+from ..policies.rules import check_packed
 from .memory import CHUNK
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -159,6 +162,34 @@ class CpuRuntime:
         if events.wants_idle(self._CI, self._ctl):
             for d in self.policy.idle(cpu, self.view):
                 self._apply(d)
+
+    def _take_rules(self, ncpu: int) -> None:
+        """The compiled rules the policy hands over (``Policy.idle_when``, ``idle_rule``, ``wake_rule``),
+        checked; the idle pull's stream; the CPU masks the rules read (one row per distinct CPU set)."""
+        self._ctlv[layout.IDLE_RULE] = (
+            layout.IDLE_NEVER if type(self.policy).idle is Policy.idle
+            else layout.IDLE_OVERLOADED if self.policy.idle_when == "overloaded" else layout.IDLE_ALWAYS)
+        rule = self.policy.idle_rule()
+        if rule is not None:
+            span = np.asarray(rule.span) if isinstance(rule, PullOne) else np.zeros(0)
+            if span.shape != (ncpu,) or span.dtype.kind not in "iu":
+                raise PolicyError(self.policy.name, 0, "idle_rule",
+                                  f"idle_rule() must return None or a PullOne whose span is one integer per CPU ({ncpu})")
+            self.cpu_store.i[layout.CI_PULL_SPAN] = span
+            self._ctlv[layout.PULL_RULE] = 1
+        wake = self.policy.wake_rule()
+        self._W = np.zeros((0, 1), dtype=np.int64)  # no rows: wake() places every wake-up
+        if wake is not None:
+            wrong = check_packed(wake.tables, ncpu) if isinstance(wake, WakeAffine) else "a WakeAffine"
+            if wrong:
+                raise PolicyError(self.policy.name, 0, "wake_rule", f"WakeAffine.tables must be {wrong}")
+            self._W = np.array(wake.tables, dtype=np.int64)  # a copy: checked, it stays as checked
+        # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
+        self._pull_rng = self._stream(layout.STREAM_PULL, 0)
+        # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).
+        self._A = np.ones((4, ncpu), dtype=np.bool_)
+        self._A[1:] = False
+        self._mask_rows: dict[frozenset[int] | None, int] = {None: 0}
 
     def _set_affinity(self, tid: int, cpus: frozenset[int] | None) -> None:
         """The CPUs ``tid`` may use (None: all), for Python (``t_affinity``) and as a row of the

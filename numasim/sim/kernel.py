@@ -34,12 +34,9 @@ from numpy.typing import NDArray
 
 from ..errors import NumasimError, PolicyError
 from ..model.machine import Machine
-from ..policies.rules import check_packed
 from ..policies.api import (
     PAGE,
     Policy,
-    PullOne,
-    WakeAffine,
 )
 from .memory import Memory
 from .perf import LINE, lines_in_flight
@@ -331,30 +328,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._ctl = self._scratch.ctl
         self._ctlv = memoryview(self._ctl)  # Python's reads and writes: plain ints, no numpy scalars
         self._sv = memoryview(self._scratch.s)  # the same for the compiled code's logs (s[row, i])
-        self._ctlv[layout.IDLE_RULE] = (
-            layout.IDLE_NEVER if type(self.policy).idle is Policy.idle
-            else layout.IDLE_OVERLOADED if self.policy.idle_when == "overloaded" else layout.IDLE_ALWAYS)
-        rule = self.policy.idle_rule()
-        if rule is not None:
-            span = np.asarray(rule.span) if isinstance(rule, PullOne) else np.zeros(0)
-            if span.shape != (ncpu,) or span.dtype.kind not in "iu":
-                raise PolicyError(self.policy.name, 0, "idle_rule",
-                                  f"idle_rule() must return None or a PullOne whose span is one integer per CPU ({ncpu})")
-            self.cpu_store.i[layout.CI_PULL_SPAN] = span
-            self._ctlv[layout.PULL_RULE] = 1
-        wake = self.policy.wake_rule()
-        self._W = np.zeros((0, 1), dtype=np.int64)  # no rows: wake() places every wake-up
-        if wake is not None:
-            wrong = check_packed(wake.tables, ncpu) if isinstance(wake, WakeAffine) else "a WakeAffine"
-            if wrong:
-                raise PolicyError(self.policy.name, 0, "wake_rule", f"WakeAffine.tables must be {wrong}")
-            self._W = np.array(wake.tables, dtype=np.int64)  # a copy: checked, it stays as checked
-        # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
-        self._pull_rng = self._stream(layout.STREAM_PULL, 0)
-        # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).
-        self._A = np.ones((4, ncpu), dtype=np.bool_)
-        self._A[1:] = False
-        self._mask_rows: dict[frozenset[int] | None, int] = {None: 0}
+        self._take_rules(ncpu)
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
         self._set_lat_local()
         self._set_core_args()
