@@ -33,7 +33,7 @@ from .layout import (B_ACTIVE, CF_BUSY, CF_LAT, CI_HEAD, CI_NR, CI_TAIL, F_CAP, 
                      F_STALL, F_TAU, F_WAIT, HEAP_N, INTEGRATED, I_CPU, I_GEN, I_LAST, I_NEXT, I_PHASE, I_PREV,
                      I_WGEN, K_SWITCH, K_TOUCH_STEP, NEEDS_SMT, NEEDS_TAU, NEEDS_TOUCH, NOW, N_ARM, N_IN, N_NEED,
                      N_TIDS, N_TOUCH, SF_EFF, SF_FACT, SF_TOUCH, SMT, STAGE, S_ARM, S_IN, S_NEED, S_TIDS, S_TOUCH,
-                     TIMER_AT)
+                     TIMER_AT, TIMER_PRE)
 from .perf import LINE
 from .state import TOUCH, WORK
 
@@ -303,8 +303,10 @@ def arm(I, s, ctl, H):
     when = H[0, 0]
     if ctl[TIMER_AT] >= 0 and ctl[TIMER_AT] <= when:
         return
-    ctl[TIMER_AT] = when
     k = ctl[N_ARM]
+    if k == 0:
+        ctl[TIMER_PRE] = ctl[TIMER_AT]
+    ctl[TIMER_AT] = when
     s[S_ARM, k] = when
     ctl[N_ARM] = k + 1
 

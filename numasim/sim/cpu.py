@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from . import core, events, layout
-from .layout import N_ARM, N_LAT, N_MV, N_TOUCH, S_ARM, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID
+from .layout import N_ARM, N_LAT, N_MV, N_TOUCH, S_ARM, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_NOW, S_MV_TID
 from ..errors import PolicyError
 from ..policies.api import Policy, PullOne, WakeAffine
 from ..policies.rules import check_packed
@@ -75,7 +75,12 @@ class CpuRuntime:
         ctl = self._ctlv
         if 0 <= ctl[layout.TIMER_AT] <= self.env.now:
             ctl[layout.TIMER_AT] = -1
-        self._run_core()
+        self._ahead = True  # the events that follow too, up to simpy's next (sim/clock.py)
+        try:
+            self._run_core()
+        finally:
+            self._ahead = False
+            ctl[layout.HORIZON] = -1
 
     def _run_core(self, start: int = 0, tid: int = 0, cpu: int = 0) -> None:
         """Run :func:`numasim.sim.events.fire` and give it what it stops for, until it is done:
@@ -86,7 +91,6 @@ class CpuRuntime:
         ``idle()`` moves a thread there): the outer call's state is kept aside meanwhile.
         """
         ctl = self._ctlv
-        now = self.env.now
         outer = [ctl[k] for k in layout.FIRE_STATE] if self._core_depth else None
         if start:
             ctl[layout.TID] = tid
@@ -95,20 +99,29 @@ class CpuRuntime:
             ctl[layout.SINGLE] = 1
         self._core_depth += 1
         try:
-            self._serve_core(ctl, now)
+            self._serve_core(ctl)
         finally:
             self._core_depth -= 1
             if outer is not None:
                 for k, v in zip(layout.FIRE_STATE, outer):
                     ctl[k] = v
 
-    def _serve_core(self, ctl: memoryview, now: int) -> None:
+    def _serve_core(self, ctl: memoryview) -> None:
         """Call the compiled events until they are done; after each call, do what they logged
         (:meth:`_after_core`: which also empties full logs, NEEDS_FLUSH, and places first-touched
-        memory, NEEDS_TOUCH) and what they stopped for."""
+        memory, NEEDS_TOUCH) and what they stopped for.
+
+        Called from :meth:`_fire` (``_ahead``), the compiled events run on to later instants
+        while no simpy event comes first; the clock follows them to the instant they stop at."""
+        env = self.env
+        ahead = self._ahead and self._core_depth == 1
         while True:
-            ctl[layout.NOW] = now
+            ctl[layout.NOW] = env.now
+            if ahead:
+                ctl[layout.HORIZON] = env.horizon(self._until)
             code = events.fire(*self._fire_args)
+            if ahead and ctl[layout.NOW] != env.now:
+                env.skip_to(ctl[layout.NOW])
             self._after_core()
             if code == 0:
                 return
@@ -316,9 +329,9 @@ class CpuRuntime:
         k = ctl[N_MV]
         if k:
             ctl[N_MV] = 0
-            now, extend = self.env.now, self.placements.extend
+            extend = self.placements.extend
             for i in range(k):
-                extend((now, sv[S_MV_TID, i], sv[S_MV_CPU, i]))
+                extend((sv[S_MV_NOW, i], sv[S_MV_TID, i], sv[S_MV_CPU, i]))
 
     def _set_caps(self, tids: list[int]) -> None:
         """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed

@@ -16,15 +16,15 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, CI_HEAD,
-                     CI_PULL_SPAN, DRAW_PULL, I_MASK, I_NEXT, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR, CPU,
-                     DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT, F_REQ_OPS,
-                     F_THINK, HEAP_N, INTEGRATED, I_ARRIVAL, I_CPU, I_GEN, I_MODE, I_MOVES, I_PHASE, I_POD,
-                     I_WAKEUPS, I_WGEN, I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE,
-                     NEEDS_PLACE, NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH,
-                     NEEDS_XMOVE, NOW, N_ARM, N_IN, N_LAT, N_MV, N_TIDS, PENDING, PREV, P_FIRST, P_THROTTLED, QUOTA,
-                     SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_TID, S_WORK, TID,
-                     U_AT, WAKER, WAKE_BEGIN)
+from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_HEAD, CI_LLC, CI_NODE, CI_NR,
+                     CI_PULL_SPAN, CPU, DRAW_E, DRAW_PULL, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT,
+                     F_REQ_OPS, F_THINK, HEAP_N, HORIZON, IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, INTEGRATED,
+                     I_ARRIVAL, I_CPU, I_GEN, I_MASK, I_MODE, I_MOVES, I_NEXT, I_PHASE, I_POD, I_WAKEUPS, I_WGEN,
+                     I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE, NEEDS_PLACE,
+                     NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH, NEEDS_XMOVE, NOW, N_AHEAD, N_ARM, N_IN, N_LAT, N_MV,
+                     N_TIDS, N_TOUCH, PENDING, PREV, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, P_FIRST, P_THROTTLED,
+                     QUOTA, SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_NOW, S_MV_TID, S_WORK,
+                     TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_BEGIN)
 from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
 from ..policies.rules import wake_packed
@@ -56,7 +56,9 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
     (CFS quotas of the threads in ``s[S_TIDS]``), NEEDS_IDLE (``ctl[CPU]`` fell idle:
     the policy's idle balancing), NEEDS_FLUSH (logs full), NEEDS_DRAWS (random numbers
     used up), NEEDS_QUEUE (a pod's queue full: the rings grow), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
-    says where). 0 once no event is due (the next is armed).
+    says where). 0 once no event is due (the next is armed). Events due later, up to
+    ``ctl[HORIZON]`` (no simpy event before them, :mod:`numasim.sim.clock`), run too,
+    ``ctl[NOW]`` moving to each one's instant: the caller moves the clock to where it stops.
 
     A thread the idle pull chose (:func:`pull_one`, ``ctl[PULL_TID]``) moves once the event
     that made its CPU idle is done, before the next event. A pod's open-mode arrival
@@ -81,6 +83,18 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
             if ctl[N_ARM] > ctl[LOG_CAP] or ctl[N_LAT] > ctl[LOG_CAP] or ctl[N_MV] > ctl[LOG_CAP]:
                 return NEEDS_FLUSH
             if ctl[HEAP_N] == 0 or H[0, 0] > now:
+                while ctl[HEAP_N] > 0 and not live(H, I, 0):
+                    heap_pop(H, ctl)
+                if ctl[HEAP_N] > 0 and H[0, 0] <= ctl[HORIZON] and ctl[N_TOUCH] == 0:
+                    # Run ahead: no simpy event is due before the next thread event, so no
+                    # timeout is needed to reach it; the timers this call logged are dropped.
+                    if ctl[N_ARM]:
+                        ctl[N_ARM] = 0
+                        ctl[TIMER_AT] = ctl[TIMER_PRE]
+                    now = H[0, 0]
+                    ctl[NOW] = now
+                    ctl[N_AHEAD] += 1
+                    continue
                 arm(I, s, ctl, H)
                 return 0
             tid, gen = H[1, 0], H[2, 0]
@@ -364,6 +378,7 @@ def charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
     k = ctl[N_MV]
     s[S_MV_TID, k] = tid
     s[S_MV_CPU, k] = cpu
+    s[S_MV_NOW, k] = ctl[NOW]
     ctl[N_MV] = k + 1
     if CI[CI_NODE, old] != CI[CI_NODE, cpu]:
         I[I_XMOVES, tid] += 1

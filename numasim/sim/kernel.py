@@ -29,7 +29,6 @@ import math
 from typing import Callable
 
 import numpy as np
-import simpy
 from numpy.typing import NDArray
 
 from ..errors import NumasimError, PolicyError
@@ -47,6 +46,7 @@ from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
 from .decisions import Decisions, _int
 from .arrivals import interarrival
+from .clock import Clock
 from .drivers import Drivers
 from .pages import PageRuntime
 from .rates import Rates
@@ -99,7 +99,8 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         # The wake-up path's own stream (think times, wakers), drawn in batches (layout.Scratch.draws).
         self._draw_rng = rng.spawn(1)[0]
         self.progress = progress
-        self.env = simpy.Environment()
+        self.env = Clock()
+        self._until = 0  # the instant _step_until runs to
         self.view = SimView(self)
         self.memory = Memory(machine)
 
@@ -333,6 +334,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
         self._set_lat_local()
         self._set_core_args()
         self._core_depth = 0  # calls of _run_core under way
+        self._ahead = False  # whether _run_core may run later instants too (CpuRuntime._fire)
 
     def _set_core_args(self) -> None:
         """The arguments the compiled entry points take first (numasim.sim.core, numasim.sim.events;
@@ -395,6 +397,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
     def _step_until(self, until_ns: int) -> None:
         n_events = 0
         env = self.env
+        self._until = until_ns
         try:
             while env.peek() <= until_ns:
                 env.step()
@@ -410,7 +413,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
             raise PolicyError(self.policy.name, self.now, culprit,
                               f"raised {type(exc).__name__}: {str(exc)[:300]}") from original
         finally:
-            self.n_events += n_events
+            ctl = self._ctlv  # with the instants the compiled code ran on its own (sim/clock.py)
+            self.n_events += n_events + ctl[layout.N_AHEAD]
+            ctl[layout.N_AHEAD] = 0
 
     def _ticker(self):
         eager = 0  # ticks in a row asked for 1 ns later

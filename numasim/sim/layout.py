@@ -53,11 +53,15 @@ CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC, CI_PULL_SPAN = (CPU_FIELDS[1].index(na
 P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN, P_OPEN, P_ARR_E, P_ARR_U = range(7)
 
 # Scratch rows (Scratch.s, ints; Scratch.sf, floats) and control slots (Scratch.ctl).
-S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU = range(11)
+S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU, S_MV_NOW = range(12)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
  STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE, PULL_RULE, PULL_AT, PULL_TID,
- PULL_CPU) = range(28)
+ PULL_CPU, HORIZON, TIMER_PRE, N_AHEAD) = range(31)
+# ctl[HORIZON]: the latest instant events.fire may run thread events at without a simpy timeout
+# of their own (no simpy event is due before it; -1: none, stop at the next instant);
+# ctl[TIMER_PRE]: ctl[TIMER_AT] before the first timer logged since Python last emptied the
+# log (what dropping the log restores); ctl[N_AHEAD]: instants run that way.
 # ctl[IDLE_RULE]: when a CPU that falls idle is handed to the policy's idle() (Policy.idle_when)
 IDLE_NEVER, IDLE_OVERLOADED, IDLE_ALWAYS = range(3)
 K_SWITCH, K_TOUCH_STEP, K_L2 = range(3)  # float constants (Scratch.kf)
@@ -91,12 +95,12 @@ class Scratch:
     def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float, l2_bytes: float,
                  n_pods: int = 0):
         size = max(n_threads, n_cpus) + 1
-        self.s = np.zeros((11, 4 * size + 64), dtype=np.int64)
+        self.s = np.zeros((12, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(PULL_CPU + 1, dtype=np.int64)
+        self.ctl = np.zeros(N_AHEAD + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
-        self.ctl[TIMER_AT] = -1
+        self.ctl[TIMER_AT] = self.ctl[HORIZON] = -1
         # Each thread has at most two live entries (a burst end, a wake-up), each pod one (its next arrival).
         self.heap = np.zeros((3, 2 * n_threads + n_pods + 64), dtype=np.int64)
         self.kf = np.array([switch_ns, touch_step, l2_bytes])
