@@ -212,3 +212,33 @@ def test_open_mode_arrivals_come_at_their_rate_and_queue_in_order_when_the_servi
     gaps = np.diff(times)
     assert np.all(gaps >= 1) and 0 < times[0] and times[-1] <= 2_000_000_000
     assert abs(gaps.mean() / 200_000 - 1) < 4 / np.sqrt(len(gaps)) + 0.01  # exponential gaps: sd = mean
+
+
+@pytest.mark.parametrize("preset, policy", [("pacific-broadwell", {"policy": "cfs"}),
+                                            ("skylake-8160-8s", {"policy": "cfs"}),
+                                            ("skylake-8160-8s", {"policy": "numactl", "options": {
+                                                "cpunodebind": None, "membind": None, "interleave": "all"}})])
+def test_one_threads_time_per_op_is_the_same_alone_as_among_others(preset, policy):
+    # A move across nodes sets one thread's time per op (Rates._set_tau_one, plain floats); the
+    # rate solve sets all of them as arrays: the same numbers, bit for bit, on 2 and 8 nodes,
+    # memory on one node or interleaved over all.
+    from numasim.runner import _simulate
+    from numasim.sim.state import WORK
+
+    data = small_scenario(machine={"preset": preset, "cores_per_node": 2, "memory_per_node": "16GiB"},
+                          pods=[{"name": "app", "replicas": 4, "threads": 3, "memory": "2GiB", "profile": "java"}],
+                          policies=[{"label": "p", **policy}], duration="2s", warmup="1s", replications=1)
+    scenario = numasim.from_dict(data)
+    sim, _, _ = _simulate(scenario, scenario.variants[0], 1, None)
+    fields = ("r_tau", "r_cshare", "r_ishare", "r_latency", "r_local")
+    working = [t for t in range(len(sim.t_cpu)) if sim.t_phase[t] == WORK]
+    assert len(working) == 12
+    spread = 0
+    for tid in working:
+        sim._set_tau(np.array([tid, working[0] if tid != working[0] else working[1]]))
+        batch = [sim.__getattribute__(f)[tid] for f in fields], sim.r_access[tid].copy()
+        assert sim._set_tau_one(tid)
+        alone = [sim.__getattribute__(f)[tid] for f in fields], sim.r_access[tid].copy()
+        assert batch[0] == alone[0] and np.array_equal(batch[1], alone[1]), (tid, batch, alone)
+        spread = max(spread, int((alone[1] > 0).sum()))
+    assert spread == 8 if policy["policy"] == "numactl" else spread >= 2  # rows with several nodes' shares

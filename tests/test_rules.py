@@ -83,6 +83,17 @@ def test_the_pull_takes_an_allowed_waiting_thread_of_the_first_busiest_cpu_of_th
         assert got == movable[int(u2 * len(movable))]
 
 
+@settings(max_examples=300, deadline=None)
+@given(_machines())
+def test_pullable_names_the_cpus_with_two_threads_one_of_which_may_run_on_the_idle_cpu(case):
+    # View.pullable, which CFS's newidle balancing asks before it looks at any domain.
+    queues, span, masks, mask_of, cpu, _u = case
+    I, CI, A, _sc = _state(queues, span, masks, mask_of)
+    out = np.full(len(queues), -7, dtype=np.int64)
+    k = events.pullable(I, CI, A, cpu, out)
+    assert out[:k].tolist() == [c for c, q in enumerate(queues) if len(q) >= 2 and any(masks[mask_of[t]][cpu] for t in q)]
+
+
 def test_every_waiting_allowed_thread_is_pulled_as_often():
     # CPU 0 idle; CPU 1 runs 5 threads, thread 3 may not run on CPU 0.
     queues = [[], [0, 1, 2, 3, 4], [5, 6]]

@@ -52,6 +52,9 @@ class _Entity:
     last: int = 0
     interval_ms: float = 0.0
     failed: int = 0
+    cpus: tuple[int, ...] = ()  # the group's CPUs: its first idle one balances for it, else its first
+    idle_ns: int = 0  # the interval in ns when that CPU is idle (LoadBalancer._set_interval)
+    busy_ns: int = 0  # ... and when it is busy
 
 
 class LoadBalancer:
@@ -75,25 +78,18 @@ class LoadBalancer:
     def idle(self, cpu: int, sim: "View") -> list[Decision]:
         """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first
         (on a machine without SMT, after the runtime's pull of :meth:`idle_rule` found nothing)."""
-        p = Pass(sim)
-        nr = p.nr
-        if max(nr) <= 1:
-            return []  # no runqueue is overloaded (rd->overloaded is clear)
         # A newly idle CPU pulls only tasks that may run on it (can_migrate_task looks for no
         # other CPU of its group for CPU_NEWLY_IDLE), from a runqueue with another task to
-        # run: when there is none anywhere, no level can pull anything. Each CPU is asked
-        # once, when a level first needs it (no task moves before the last level tried).
-        pullable: dict[int, bool] = {}
-
-        def may_pull(c: int) -> bool:
-            ok = pullable.get(c)
-            if ok is None:
-                ok = pullable[c] = any(sim.allowed(t, cpu) for t in p.queue(c))
-            return ok
-
+        # run: when there is none anywhere (no runqueue is overloaded, rd->overloaded, or
+        # none holds such a task), no level can pull anything.
+        sources = sim.pullable(cpu)
+        if not sources:
+            return []
+        sources = set(sources)
+        p = Pass(sim)
         for li, lvl in enumerate(self.levels):
             si = int(lvl.span_of[cpu])
-            if not any(nr[c] >= 2 and may_pull(c) for c in self._domains[li][si].cpus):
+            if sources.isdisjoint(self._domains[li][si].cpus):
                 continue  # nothing in this domain may come here: sched_balance_rq would pull nothing
             gi = lvl.group_of[si][cpu]
             e = _Entity(li, si, gi, failed=self._entity[(li, si, gi)].failed)
@@ -228,17 +224,18 @@ class LoadBalancer:
             return idle[0]
         return min(cands, key=lambda c: (nr[c], c))
 
-    def _interval_ns(self, e: _Entity, busy: bool) -> int:
-        ms = e.interval_ms * (self.o.busy_factor if busy else 1)
-        jiffies = max(int(ms * 1e6 // self.jiffy) - (1 if busy else 0), 1)
-        return jiffies * self.jiffy
+    def _set_interval(self, e: _Entity, ms: float) -> None:
+        """The entity's balancing interval, and in ns (whole jiffies) when its CPU is idle and when busy."""
+        e.interval_ms = ms
+        e.idle_ns = max(int(ms * 1e6 // self.jiffy), 1) * self.jiffy
+        e.busy_ns = max(int(ms * self.o.busy_factor * 1e6 // self.jiffy) - 1, 1) * self.jiffy
 
-    def _balance_cpu(self, e: _Entity, nr: list[int]) -> int:
-        g = self._domains[e.level][e.span].groups[e.group][0]
-        for c in g:
+    @staticmethod
+    def _balance_cpu(e: _Entity, nr: list[int]) -> int:
+        for c in e.cpus:
             if nr[c] == 0:
                 return c
-        return g[0]
+        return e.cpus[0]
 
     def _periodic(self, sim: "View") -> dict[int, int]:
         """Periodic balancing (``sched_balance_domains``): every domain and group whose interval is
@@ -250,19 +247,20 @@ class LoadBalancer:
         for e in self.entities:
             dst = self._balance_cpu(e, nr)
             busy = nr[dst] > 0
-            if now >= e.last + self._interval_ns(e, busy):
+            if now >= e.last + (e.busy_ns if busy else e.idle_ns):
                 if any(nr[c] for c in self._domains[e.level][e.span].cpus):
                     found, moved = self._balance(e, dst, busy, p)
                 else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
                     found, moved = False, 0
                 w = float(self.levels[e.level].weight)
                 # sched_balance_rq's back-off: min_interval after an imbalance, else doubling.
-                e.interval_ms = w if found else min(e.interval_ms * 2, 2 * w)
+                self._set_interval(e, w if found else min(e.interval_ms * 2, 2 * w))
                 e.failed = 0 if moved or not found else e.failed + 1
                 e.last = now
                 busy = nr[self._balance_cpu(e, nr)] > 0
-            due = e.last + self._interval_ns(e, busy)
-            nxt = due if nxt is None else min(nxt, due)
+            due = e.last + (e.busy_ns if busy else e.idle_ns)
+            if nxt is None or due < nxt:
+                nxt = due
         self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
         return p.moves
 

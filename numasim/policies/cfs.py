@@ -162,9 +162,12 @@ class CFS(LoadBalancer, Policy):
         for li, lvl in enumerate(self.levels):
             for si, groups in enumerate(lvl.groups):
                 for gi in range(len(groups)):
-                    self.entities.append(_Entity(li, si, gi, 0, float(lvl.weight)))
+                    self.entities.append(_Entity(li, si, gi))
         self._entity = {(e.level, e.span, e.group): e for e in self.entities}
         self._domains = domains(self.levels, machine.cpu_core)  # per level and span: its groups as Python values
+        for e in self.entities:
+            e.cpus = self._domains[e.level][e.span].groups[e.group][0]
+            self._set_interval(e, float(self.levels[e.level].weight))
         self._stats_memo = [StatsMemo(lvl.pct) for lvl in self.levels]
         self._outside_cache: dict[tuple[int, int, int], tuple[tuple[int, ...], frozenset[int]]] = {}
         llc = [lvl for lvl in self.levels if lvl.share_llc]

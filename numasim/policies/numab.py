@@ -65,8 +65,8 @@ class _Task:
     seq: int = 0  # its process's scan sequence at this task's last placement
     mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by memory node, [shared, private]
     cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by CPU node
-    membuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
-    cpubuf: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    membuf: list[float] = field(default_factory=list)  # this pass's faults, [node * 2 + private] (plain floats: one per fault)
+    cpubuf: list[float] = field(default_factory=list)
     total: float = 0.0
     locality: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # remote, local, failed
     preferred: int = -1
@@ -118,7 +118,7 @@ class NumaBalancing(TaskMoves):
     def _task(self, tid: int) -> _Task:
         if tid not in self.tasks:
             z = np.zeros((self.n, 2))
-            self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, 0, z.copy(), z.copy(), z.copy(), z.copy())
+            self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, 0, z.copy(), z.copy(), [0.0] * (2 * self.n), [0.0] * (2 * self.n))
         return self.tasks[tid]
 
     def _windows(self, rss: int) -> int:
@@ -216,6 +216,11 @@ class NumaBalancing(TaskMoves):
             self.tier.begin_scan(sim)
         tids = np.array(members)
         weights = miss[tids] * np.array([alive[t] for t in tids])
+        # Nothing the scan decides applies before it ends: each thread's node, its memory policy
+        # and the nodes' free memory are the same at each of its faults.
+        thread_cpu, thread_pod, pods, cpu_node = sim.thread_cpu, sim.thread_pod, sim.pods, self._cpu_node
+        where = {t: (cpu_node[thread_cpu[t]], pods[thread_pod[t]].mempolicy) for t in members}
+        free = sim.node_free()
         out: list[Decision] = []
         moves: dict[tuple[int, int, int], list[int]] = {}
         faults: dict[int, int] = {}
@@ -234,15 +239,15 @@ class NumaBalancing(TaskMoves):
                     continue
                 tid = int(tids[next(pickers)])
             faults[tid] = faults.get(tid, 0) + 1
+            cpu_nid, mp = where[tid]
             if self.tier is not None and mem_nid in self.slow:
                 # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
                 if self.o.numa_balancing:
-                    self._fault(tid, proc, rid, i, mem_nid, sim, decide=False)
-                cpu_nid = int(self.m.cpu_node[sim.thread_cpu[tid]])
+                    self._fault(tid, proc, mm, rid, i, mem_nid, cpu_nid, mp, free, sim, decide=False)
                 dst = (self.tier.promote(tid, proc, rid, i, mem_nid, sim, miss, out)
-                       if self._may_move(tid, cpu_nid, sim) else None)  # mpol_misplaced comes first
+                       if self._may_move(mp, cpu_nid) else None)  # mpol_misplaced comes first
             else:
-                dst = self._fault(tid, proc, rid, i, mem_nid, sim)
+                dst = self._fault(tid, proc, mm, rid, i, mem_nid, cpu_nid, mp, free, sim)
             if dst is not None:
                 moves.setdefault((rid, dst, tid), []).append(i)
         pages = 1 if self.o.thp else CHUNK // 4096
@@ -283,21 +288,23 @@ class NumaBalancing(TaskMoves):
             mm.seq += 1
         return out
 
-    def _fault(self, tid: int, proc: int, rid: int, i: int, mem_nid: int, sim: "View", decide: bool = True) -> int | None:
-        """task_numa_fault + should_numa_migrate_memory for one chunk; returns the node to move it to
-        (``decide=False``: the statistics only)."""
+    def _fault(self, tid: int, proc: int, mm: _Mm, rid: int, i: int, mem_nid: int, cpu_nid: int, mp, free,
+               sim: "View", decide: bool = True) -> int | None:
+        """task_numa_fault + should_numa_migrate_memory for one chunk of process ``proc`` (scan state ``mm``)
+        that thread ``tid`` on node ``cpu_nid`` (memory policy ``mp``) faults on; returns the node to move
+        it to (``decide=False``: the statistics only). ``free``: each node's free bytes."""
         task = self._task(tid)
-        cpu_nid = self._cpu_node[sim.thread_cpu[tid]]
         last_tid, last_nid = self.last[rid]
         prev_tid, prev_nid = last_tid[i], last_nid[i]
         last_tid[i], last_nid[i] = tid, cpu_nid
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
         if not priv:
             self._join(tid, proc, prev_tid)
-        self._placement(tid, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
+        if task.seq != mm.seq:
+            self._placement(tid, mm, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
         local = mem_nid == cpu_nid
         migrate = False
-        if not local and decide and self._may_move(tid, cpu_nid, sim):
+        if not local and decide and self._may_move(mp, cpu_nid):
             g = self.groups.get(self.group_of.get(tid, -1))
             if (task.preferred < 0 or task.seq <= 4) and priv:
                 migrate = True
@@ -309,23 +316,21 @@ class NumaBalancing(TaskMoves):
                 migrate = self._shared_migrate(g, cpu_nid, mem_nid)
         dst = None
         if migrate:
-            free = sim.node_free()
             if free[cpu_nid] >= CHUNK and self._within_rate_limit(cpu_nid, sim.now):
                 dst = cpu_nid
                 mem_nid = cpu_nid
             else:
                 task.locality[2] += 1  # MIGRATE_FAIL: the scan period will double
-        task.membuf[mem_nid, priv] += 1
-        task.cpubuf[cpu_nid, priv] += 1
+        task.membuf[2 * mem_nid + priv] += 1.0
+        task.cpubuf[2 * cpu_nid + priv] += 1.0
         task.locality[1 if local else 0] += 1
         return dst
 
     @staticmethod
-    def _may_move(tid: int, cpu_nid: int, sim: "View") -> bool:
-        """mpol_misplaced: only memory whose policy lets NUMA balancing act (the default policy, or a
-        bind with MPOL_F_NUMA_BALANCING / a cpuset) moves, and a bound page only to a node it is bound to.
+    def _may_move(mp, cpu_nid: int) -> bool:
+        """mpol_misplaced: only memory whose policy ``mp`` lets NUMA balancing act (the default policy, or
+        a bind with MPOL_F_NUMA_BALANCING / a cpuset) moves, and a bound page only to a node it is bound to.
         The fault still counts in the task's statistics."""
-        mp = sim.pods[int(sim.thread_pod[tid])].mempolicy
         return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
     def _shared_migrate(self, g: _Group, dst: int, src: int) -> bool:
@@ -392,16 +397,15 @@ class NumaBalancing(TaskMoves):
                 g.total += task.total
 
     # ---------------------------------------------------------- placement
-    def _placement(self, tid: int, sim: "View") -> None:
+    def _placement(self, tid: int, mm: _Mm, sim: "View") -> None:
+        """task_numa_placement, at the first fault of ``tid`` in its process's new scan pass (``mm``)."""
         task = self.tasks[tid]
-        mm = self.mms.get(int(sim.thread_process[tid]))
-        if mm is None or task.seq == mm.seq:
-            return
         task.seq = mm.seq
         g = self.groups.get(self.group_of.get(tid, -1))
-        buf_shared, buf_private = task.membuf[:, 0].sum(), task.membuf[:, 1].sum()
-        diff = task.membuf - task.mem / 2
-        fdiff = task.cpubuf - task.cpu / 2
+        membuf = np.array(task.membuf).reshape(self.n, 2)
+        buf_shared, buf_private = membuf[:, 0].sum(), membuf[:, 1].sum()
+        diff = membuf - task.mem / 2
+        fdiff = np.array(task.cpubuf).reshape(self.n, 2) - task.cpu / 2
         task.mem += diff
         task.cpu += fdiff
         task.total += diff.sum()
@@ -409,8 +413,8 @@ class NumaBalancing(TaskMoves):
             g.mem += diff.sum(axis=1)
             g.cpu += fdiff.sum(axis=1)
             g.total += diff.sum()
-        task.membuf[:] = 0
-        task.cpubuf[:] = 0
+        task.membuf = [0.0] * (2 * self.n)
+        task.cpubuf = [0.0] * (2 * self.n)
         before = task.preferred
         own = task.mem.sum(axis=1)
         if g is not None and self.o.numa_balancing_kernel == "4.4":

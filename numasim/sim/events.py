@@ -254,6 +254,23 @@ def pull_one(I, CI, A, D, ctl, cpu):
 
 
 @njit(cache=True)
+def pullable(I, CI, A, cpu, out):
+    """The CPUs with two threads or more queued, one of which may run on ``cpu``, ascending, into
+    ``out``; returns how many (``View.pullable``)."""
+    nr, k = CI[CI_NR], 0
+    for c in range(nr.size):
+        if nr[c] >= 2:
+            t = CI[CI_HEAD, c]
+            while t >= 0:
+                if A[I[I_MASK, t], cpu]:
+                    out[k] = c
+                    k += 1
+                    break
+                t = I[I_NEXT, t]
+    return k
+
+
+@njit(cache=True)
 def wants_idle(CI, ctl):
     """Whether a CPU that fell idle goes to the policy's ``idle()``: never if it has none; with
     ``idle_when = "overloaded"`` only while some CPU has two or more threads queued."""

@@ -119,6 +119,12 @@ class Memory:
         total = placed.sum(axis=1, keepdims=True)
         return np.divide(placed, total, out=np.zeros(placed.shape), where=total > 0)
 
+    def distribution(self, rid: int) -> list[float] | None:
+        """One row of :meth:`distributions`, as plain floats (the same sum and divisions); None for an empty region."""
+        placed = self._access[rid]
+        total = float(placed.sum())
+        return [x / total for x in placed.tolist()] if total > 0 else None
+
     def _order(self, policy: MemPolicy, cpu_node: int, index: int) -> list[int]:
         """Nodes to try, in order, for chunk ``index`` touched from ``cpu_node``."""
         if policy.kind == "interleave" and policy.nodes:

@@ -199,6 +199,8 @@ class Rates:
         """Time per operation of ``tids`` at the current loaded latencies."""
         if tids.size == 0:
             return
+        if tids.size == 1 and self._set_tau_one(int(tids[0])):
+            return
         compute, misses, stall, acc, ind, _writes, coherence, lock = self._phase_params(tids)
         m = self.machine
         cpus = _gather(self.t_cpu, tids)
@@ -221,6 +223,37 @@ class Rates:
             self.r_tau[tid] = ta
             self.r_cshare[tid] = cs
             self.r_ishare[tid] = si
+
+    def _set_tau_one(self, tid: int) -> bool:
+        """:meth:`_set_tau` for one working thread whose time per op is compute plus memory stalls (no
+        coherence, lock, chiplet link or per-request buffers), in plain floats: the same operations
+        in the same order as the arrays' (a thread moved across nodes costs this at each move).
+        False, having done nothing, for any other thread."""
+        cpu = self.t_cpu[tid]
+        shared_rid, private_rid = self.t_shared_rid[tid], self.t_private[tid]
+        if (cpu < 0 or shared_rid < 0 or private_rid < 0 or self.t_phase[tid] != WORK or self._has_coherence
+                or self._has_lock or self.machine.cpu_chiplet is not None
+                or (self._has_transient and self.p_transient[tid])):
+            return False
+        node = self._cpu_node[cpu]
+        local = [0.0] * self.machine.n_nodes
+        local[node] = 1.0
+        shared = self.memory.distribution(shared_rid) or local  # not touched yet: allocated where used
+        private = self.memory.distribution(private_rid) or local
+        sf = self.p_shared[tid]
+        acc = np.array([sf * a + (1.0 - sf) * b for a, b in zip(shared, private)])
+        lat = float(thread_latency(acc[None], self._lmat, np.array([node]), None, None)[0])
+        self._flush_miss_node((tid,))
+        self.r_access[tid] = acc
+        self.r_local[tid] = float(acc[node])
+        self.r_latency[tid] = lat
+        compute = self.p_cycles[tid] / float(self.f_cpu[cpu])
+        memory = self.p_misses[tid] * lat * self.p_stall[tid]
+        tau = compute + memory
+        self.r_tau[tid] = tau
+        self.r_cshare[tid] = compute / tau
+        self.r_ishare[tid] = memory * self.p_ind[tid] / tau
+        return True
 
     def _solve_soon(self) -> None:
         """Solve once the events already due at this instant have run.

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..model.machine import Machine
+from . import events
 from .state import TOUCH, WORK
 from .trace import PodInstance
 
@@ -71,6 +72,12 @@ class SimView:
     def runqueue(self, cpu: int) -> list[int]:
         """Threads queued on ``cpu``, in the order they arrived there."""
         return self._sim._runqueue(cpu)
+
+    def pullable(self, cpu: int) -> list[int]:
+        """The CPUs with two threads or more queued, one of which may run on ``cpu``, ascending."""
+        s = self._sim
+        out = np.empty(len(s.nr), dtype=np.int64)
+        return out[:events.pullable(s._I, s._CI, s._A, cpu, out)].tolist()
 
     def pod_memory(self) -> NDArray[np.int64]:
         """Bytes per pod (rows, by pod index) and node (columns)."""
