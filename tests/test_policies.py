@@ -88,6 +88,10 @@ class _PinnedView:
     def runqueue(self, cpu):
         return [int(t) for t in np.flatnonzero(self.thread_cpu == cpu)]
 
+    def pullable(self, cpu):
+        return [c for c in range(len(self.nr_running))
+                if self.nr_running[c] >= 2 and any(self.allowed(t, cpu) for t in self.runqueue(c))]
+
 
 def test_newidle_pull_skips_a_busiest_cpu_whose_tasks_are_all_pinned():
     # sched_balance_rq: LBF_ALL_PINNED masks the busiest CPU out and redoes the search.

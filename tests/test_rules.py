@@ -130,19 +130,23 @@ def _runs(data):
 
 
 @pytest.mark.parametrize("smt", [False, True])
-def test_the_compiled_wake_up_rule_places_as_the_policys_wake_does(monkeypatch, smt):
-    # The runtime runs CFS's select_task_rq_fair compiled (Policy.wake_rule); without the rule it
-    # asks CFS.wake() at every wake-up. Pinned (numactl, taskset) and free threads, SMT or not.
+def test_the_compiled_wake_up_rules_place_as_the_policys_wake_does(monkeypatch, smt):
+    # The runtime runs CFS's select_task_rq_fair (WakeAffine) and ESXi's least-loaded placement
+    # (LeastLoaded) compiled (Policy.wake_rule); without the rules it asks the policy's wake() at
+    # every wake-up. Pinned (numactl, taskset, ESXi's home nodes) and free threads, SMT or not.
     from numasim.policies.cfs import CFS
+    from numasim.policies.esxi import ESXi
 
     from .conftest import OVERCOMMITTED, small_scenario
 
     data = small_scenario(**{**OVERCOMMITTED, "duration": "4s", "warmup": "1s",
                              "policies": [{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"},
-                                          {"label": "taskset", "policy": "taskset", "options": {"cpus": ["0-2", "1-5"]}}]})
+                                          {"label": "taskset", "policy": "taskset", "options": {"cpus": ["0-2", "1-5"]}},
+                                          {"label": "esxi", "policy": "esxi"}]})
     data["machine"]["smt"] = smt
     compiled = _runs(data)
     monkeypatch.setattr(CFS, "wake_rule", lambda self: None)
+    monkeypatch.setattr(ESXi, "wake_rule", lambda self: None)
     assert _runs(data) == compiled
 
 
@@ -160,6 +164,24 @@ class _BadWakeRule(Policy):
         tables[0, :5] = (1, 0, 117, 1, 1)
         tables[2] = 99  # an LLC number beyond the one LLC
         return WakeAffine(tables)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_least_loaded_rule_takes_the_allowed_cpu_with_the_fewest_threads_then_the_quietest_core(data):
+    from numasim.policies.rules import least_loaded
+
+    ways = data.draw(st.sampled_from([1, 2, 4]))
+    ncores = data.draw(st.integers(1, 4))
+    ncpu = ways * ncores
+    nr = np.array(data.draw(st.lists(st.integers(0, 3), min_size=ncpu, max_size=ncpu)), dtype=np.int64)
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=ncpu, max_size=ncpu)))
+    core_cpus = np.array([[(c // ways) * ways + k for k in range(ways)] + [-1] for c in range(ncpu)], dtype=np.int64)
+    smt = ways > 1
+    got = least_loaded(nr, allowed, core_cpus, smt)
+    cands = [c for c in range(ncpu) if allowed[c]]
+    rest = [sum(int(nr[s]) for s in core_cpus[c] if s >= 0 and s != c) if smt else 0 for c in range(ncpu)]
+    assert got == (min(cands, key=lambda c: (nr[c], rest[c], c)) if cands else -1)
 
 
 def test_wake_rule_tables_outside_the_machine_are_refused_with_a_policy_error():

@@ -48,6 +48,7 @@ __all__ = [
     "Move",
     "PullOne",
     "WakeAffine",
+    "LeastLoaded",
     "SetAffinity",
     "MigratePages",
     "SetMemPolicy",
@@ -161,6 +162,14 @@ class WakeAffine:
     the thread may use, the policy's :meth:`Policy.wake` is asked."""
 
     tables: NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class LeastLoaded:
+    """A wake-up placement the runtime runs itself, compiled (:meth:`Policy.wake_rule`): the CPU
+    the thread may use with the fewest threads queued, then, on a machine with SMT, the fewest
+    queued on the other hardware threads of its core, then the lowest number
+    (:func:`numasim.policies.rules.least_loaded`). It always finds a CPU."""
 
 
 @dataclass(frozen=True)
@@ -334,7 +343,7 @@ class Policy(ABC):
         """``cpu`` has just become idle: return decisions (e.g. pull a thread), if any."""
         return []
 
-    def wake_rule(self) -> WakeAffine | None:
+    def wake_rule(self) -> WakeAffine | LeastLoaded | None:
         """A wake-up placement the runtime runs itself, without a call into Python, instead of
         :meth:`wake` (which it then asks only when the rule finds no CPU); ``None`` for none.
         It must choose what :meth:`wake` would. Asked once, at start."""

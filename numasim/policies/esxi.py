@@ -29,6 +29,7 @@ from ..model.spec import Duration
 from .api import (
     Admission,
     Decision,
+    LeastLoaded,
     MemPolicy,
     MigratePages,
     Move,
@@ -147,6 +148,12 @@ class ESXi(Policy):
             overhead=Overhead(cpu=self.o.cpu_overhead, memory=self.o.memory_overhead),
             info={"homes": homes, "clients": k},
         )
+
+    def wake_rule(self) -> LeastLoaded | None:
+        """:meth:`place`, which places wake-ups too, as the compiled rule it is (unless a subclass changed either)."""
+        if type(self).place is not ESXi.place or type(self).wake is not Policy.wake:
+            return None
+        return LeastLoaded()
 
     def place(self, tid: int, sim: "View") -> int:
         nr = sim.nr_running

@@ -112,6 +112,25 @@ def wake_packed(W, nr, prev, this, allowed):
 
 
 @njit(cache=True)
+def least_loaded(nr, allowed, core_cpus, smt):
+    """The :class:`~numasim.policies.api.LeastLoaded` rule: of the CPUs ``allowed`` (a mask), the one with
+    the fewest threads queued (``nr``), then with ``smt`` the fewest on the rest of its core
+    (``core_cpus[c]``: the core's CPUs, -1 padded), then the lowest; -1 if none is allowed."""
+    best, best_nr, best_sib = -1, 0, 0
+    for c in range(nr.size):
+        if not allowed[c]:
+            continue
+        sib = 0
+        if smt:
+            for s in core_cpus[c]:
+                if s >= 0 and s != c:
+                    sib += nr[s]
+        if best < 0 or nr[c] < best_nr or (nr[c] == best_nr and sib < best_sib):
+            best, best_nr, best_sib = c, nr[c], sib
+    return best
+
+
+@njit(cache=True)
 def _ok(allowed, c):
     return allowed.size == 0 or allowed[c]
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import core, events, layout
 from .layout import N_ARM, N_LAT, N_MV, N_TOUCH, S_ARM, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_NOW, S_MV_TID
 from ..errors import PolicyError
-from ..policies.api import Policy, PullOne, WakeAffine
+from ..policies.api import LeastLoaded, Policy, PullOne, WakeAffine
 from ..policies.rules import check_packed
 from .memory import CHUNK
 from .state import TOUCH, WORK
@@ -191,12 +191,17 @@ class CpuRuntime:
             self.cpu_store.i[layout.CI_PULL_SPAN] = span
             self._ctlv[layout.PULL_RULE] = 1
         wake = self.policy.wake_rule()
-        self._W = np.zeros((0, 1), dtype=np.int64)  # no rows: wake() places every wake-up
-        if wake is not None:
-            wrong = check_packed(wake.tables, ncpu) if isinstance(wake, WakeAffine) else "a WakeAffine"
+        self._W = np.zeros((0, 1), dtype=np.int64)  # WakeAffine's tables
+        if isinstance(wake, WakeAffine):
+            wrong = check_packed(wake.tables, ncpu)
             if wrong:
                 raise PolicyError(self.policy.name, 0, "wake_rule", f"WakeAffine.tables must be {wrong}")
             self._W = np.array(wake.tables, dtype=np.int64)  # a copy: checked, it stays as checked
+            self._ctlv[layout.WAKE_RULE] = layout.WAKE_AFFINE
+        elif isinstance(wake, LeastLoaded):
+            self._ctlv[layout.WAKE_RULE] = layout.WAKE_LEAST_LOADED
+        elif wake is not None:
+            raise PolicyError(self.policy.name, 0, "wake_rule", "wake_rule() must return None, a WakeAffine or a LeastLoaded")
         # The idle pull's own stream (layout.Scratch.draws, row DRAW_PULL).
         self._pull_rng = self._stream(layout.STREAM_PULL, 0)
         # The CPUs each thread may use, as rows of a mask (layout.I_MASK; CpuRuntime._set_affinity).

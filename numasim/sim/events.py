@@ -24,10 +24,10 @@ from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_
                      NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH, NEEDS_XMOVE, NOW, N_AHEAD, N_ARM, N_IN, N_LAT, N_MV,
                      N_TIDS, N_TOUCH, PENDING, PREV, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, P_FIRST, P_THROTTLED,
                      QUOTA, SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_NOW, S_MV_TID, S_WORK,
-                     TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_BEGIN)
+                     TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_AFFINE, WAKE_BEGIN, WAKE_LEAST_LOADED, WAKE_RULE)
 from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
-from ..policies.rules import wake_packed
+from ..policies.rules import least_loaded, wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
 
@@ -347,10 +347,14 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, 
                 I[I_ARRIVAL, tid] = now
                 F[F_REQ_LEFT, tid] = F[F_REQ_OPS, tid]
             B[B_WAITING, tid] = False
-        if W.shape[0] == 0:
-            return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)
-        prev = I[I_CPU, tid]
-        cpu = wake_packed(W, CI[CI_NR], prev, prev if waker < 0 else waker, A[I[I_MASK, tid]])
+        rule = ctl[WAKE_RULE]
+        if rule == WAKE_AFFINE:
+            prev = I[I_CPU, tid]
+            cpu = wake_packed(W, CI[CI_NR], prev, prev if waker < 0 else waker, A[I[I_MASK, tid]])
+        elif rule == WAKE_LEAST_LOADED:
+            cpu = least_loaded(CI[CI_NR], A[I[I_MASK, tid]], core_cpus, ctl[SMT] != 0)
+        else:
+            cpu = -1
         if cpu < 0:
             return _stop(ctl, _WAKE_PLACED, NEEDS_PLACE)  # no CPU it may use found: the policy's wake()
         ctl[CPU] = cpu
