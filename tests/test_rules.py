@@ -56,31 +56,30 @@ def _machines(draw):
     masks = [[True] * ncpu] + [draw(st.lists(st.booleans(), min_size=ncpu, max_size=ncpu)) for _ in range(nmask - 1)]
     mask_of = draw(st.lists(st.integers(0, nmask - 1), min_size=nt, max_size=nt))
     cpu = draw(st.integers(0, ncpu - 1))
-    u = draw(st.tuples(st.floats(0, 1, exclude_max=True), st.floats(0, 1, exclude_max=True)))
+    u = draw(st.lists(st.floats(0, 1, exclude_max=True), min_size=2 * ncpu, max_size=2 * ncpu))
     return queues, span, masks, mask_of, cpu, u
 
 
 @settings(max_examples=300, deadline=None)
 @given(_machines())
-def test_the_pull_takes_an_allowed_waiting_thread_of_the_first_busiest_cpu_of_the_domain(case):
-    queues, span, masks, mask_of, cpu, (u1, u2) = case
+def test_the_pull_takes_an_allowed_waiting_thread_of_the_busiest_cpu_of_the_domain_that_has_one(case):
+    # The busiest CPU of the domain (the first of equals) with two threads or more: one of them runs
+    # (drawn), another that may run on the idle CPU moves (drawn); if none may, the next busiest.
+    queues, span, masks, mask_of, cpu, u = case
     I, CI, A, sc = _state(queues, span, masks, mask_of)
-    sc.draws[layout.DRAW_PULL, :2] = (u1, u2)
+    sc.draws[layout.DRAW_PULL, :len(u)] = u
     got = events.pull_one(I, CI, A, sc.draws, sc.ctl, cpu)
-    mine = [c for c in range(len(queues)) if span[c] == span[cpu]]
-    src = max(mine, key=lambda c: len(queues[c]))  # the first of the busiest
-    if len(queues[src]) < 2:
-        assert got == -1
-        assert sc.ctl[layout.PULL_AT] == 0  # no draws used
-        return
-    q = queues[src]
-    running = q[int(u1 * len(q))]
-    movable = [t for t in q if t != running and masks[mask_of[t]][cpu]]
-    assert sc.ctl[layout.PULL_AT] == 2
-    if not movable:
-        assert got == -1
-    else:
-        assert got == movable[int(u2 * len(movable))]
+    mine = [c for c in range(len(queues)) if span[c] == span[cpu] and len(queues[c]) >= 2]
+    want, used = -1, 0
+    for src in sorted(mine, key=lambda c: (-len(queues[c]), c)):
+        q = queues[src]
+        running = q[int(u[used] * len(q))]
+        movable = [t for t in q if t != running and masks[mask_of[t]][cpu]]
+        used += 2
+        if movable:
+            want = movable[int(u[used - 1] * len(movable))]
+            break
+    assert (got, sc.ctl[layout.PULL_AT]) == (want, used)
 
 
 @settings(max_examples=300, deadline=None)

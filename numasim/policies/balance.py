@@ -67,17 +67,20 @@ class LoadBalancer:
         return "overloaded" if type(self).idle is LoadBalancer.idle else "always"
 
     def idle_rule(self) -> PullOne | None:
-        """Without SMT, the lowest domain's groups are single CPUs: ``sched_balance_rq`` there finds
-        the CPU with the most tasks (overloaded), computes migrate_task with an imbalance of one
-        task and pulls one task that may run here. The runtime runs that compiled
-        (:class:`~numasim.policies.api.PullOne`) and asks :meth:`idle` when it pulls nothing."""
-        if type(self).idle is not LoadBalancer.idle or not self.levels or self.machine.smt or self.levels[0].numa:
+        """Where the lowest domain's groups are single CPUs (a machine without SMT), ``sched_balance_rq``
+        there finds the CPU with the most tasks (overloaded), computes migrate_task with an imbalance
+        of one task and pulls one task that may run here; if every task there is pinned away, the
+        next busiest. The runtime runs that compiled (:class:`~numasim.policies.api.PullOne`) and
+        asks :meth:`idle` when it pulls nothing, which then starts at the next level."""
+        if (type(self).idle is not LoadBalancer.idle or not self.levels or self.levels[0].numa
+                or not all(d.single for d in self._domains[0])):
             return None  # (a subclass's own idle(); no levels: one CPU)
+        self._first_newidle_level = 1
         return PullOne(np.asarray(self.levels[0].span_of, dtype=np.int64))
 
     def idle(self, cpu: int, sim: "View") -> list[Decision]:
         """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first
-        (on a machine without SMT, after the runtime's pull of :meth:`idle_rule` found nothing)."""
+        (the lowest by the runtime's pull of :meth:`idle_rule`, if it took it, which found nothing)."""
         # A newly idle CPU pulls only tasks that may run on it (can_migrate_task looks for no
         # other CPU of its group for CPU_NEWLY_IDLE), from a runqueue with another task to
         # run: when there is none anywhere (no runqueue is overloaded, rd->overloaded, or
@@ -87,7 +90,8 @@ class LoadBalancer:
             return []
         sources = set(sources)
         p = Pass(sim)
-        for li, lvl in enumerate(self.levels):
+        for li in range(self._first_newidle_level, len(self.levels)):
+            lvl = self.levels[li]
             si = int(lvl.span_of[cpu])
             if sources.isdisjoint(self._domains[li][si].cpus):
                 continue  # nothing in this domain may come here: sched_balance_rq would pull nothing

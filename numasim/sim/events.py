@@ -220,21 +220,35 @@ def pull_one(I, CI, A, D, ctl, cpu):
     domain (the first of them, in CPU order) if it has two threads or more; there, one of its
     queued threads is running (picked at random: the model shares a CPU, it does not
     time-slice) and another, picked at random among those that may run on ``cpu``, moves.
+    When none may (``LBF_ALL_PINNED``), the kernel leaves that CPU out and searches again:
+    the next busiest, down to CPUs with two threads.
     """
     if ctl[PULL_RULE] == 0:
         return -1
     span, nr = CI[CI_PULL_SPAN], CI[CI_NR]
-    src, most = -1, 1
+    most = 1
     for c in range(nr.size):
         if span[c] == span[cpu] and nr[c] > most:
-            src, most = c, nr[c]
-    if src < 0:
-        return -1
-    at = ctl[PULL_AT]
-    if at + 2 > D.shape[1]:
-        return _NO_DRAWS
-    ctl[PULL_AT] = at + 2
-    running = int(D[DRAW_PULL, at] * most)
+            most = nr[c]
+    for n in range(most, 1, -1):  # the busiest first, the first of equals first
+        for src in range(nr.size):
+            if span[src] != span[cpu] or nr[src] != n:
+                continue
+            at = ctl[PULL_AT]
+            if at + 2 > D.shape[1]:
+                return _NO_DRAWS
+            ctl[PULL_AT] = at + 2
+            t = _pull_from(I, CI, A, D[DRAW_PULL, at], D[DRAW_PULL, at + 1], src, n, cpu)
+            if t >= 0:
+                return t
+    return -1
+
+
+@njit(cache=True)
+def _pull_from(I, CI, A, u_running, u_pick, src, n, cpu):
+    """One of the ``n`` threads queued on ``src`` runs (``u_running``); of the others that may run on
+    ``cpu``, the one ``u_pick`` picks, or -1 for none."""
+    running = int(u_running * n)
     t, k, movable = CI[CI_HEAD, src], 0, 0
     while t >= 0:
         if k != running and A[I[I_MASK, t], cpu]:
@@ -242,7 +256,7 @@ def pull_one(I, CI, A, D, ctl, cpu):
         t, k = I[I_NEXT, t], k + 1
     if movable == 0:
         return -1
-    j = int(D[DRAW_PULL, at + 1] * movable)
+    j = int(u_pick * movable)
     t, k = CI[CI_HEAD, src], 0
     while t >= 0:
         if k != running and A[I[I_MASK, t], cpu]:
