@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 PAGE = 4096  # bytes per base page
 CHUNK = 2 * 2**20  # memory is placed and migrated in chunks of one transparent huge page
+PULL_MAX_QUEUE = 3  # PullOne acts while no CPU of its domain holds more threads than this
 
 __all__ = [
     "Policy",
@@ -147,8 +148,10 @@ class PullOne:
     """An idle pull the runtime runs itself, compiled, when a CPU falls idle (:meth:`Policy.idle_rule`):
     from the busiest CPU of the idle CPU's domain, if it has two threads or more, one queued
     thread other than the running one (both at random) that may run on the idle CPU moves
-    there (Linux's newidle balancing at a lowest domain of one-CPU groups). When it finds
-    none, the policy's :meth:`Policy.idle` is asked.
+    there; if none may, from the next busiest (Linux's newidle balancing at a lowest domain of
+    one-CPU groups). It acts only while no CPU of the domain holds more than
+    ``PULL_MAX_QUEUE`` threads (one move is then the kernel's imbalance). When it moves
+    nothing, the policy's :meth:`Policy.idle` is asked.
     """
 
     span: NDArray[np.int64]  # per CPU, the domain it pulls within (CPUs with the same number)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from .api import Decision, Move, PullOne
+from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
 from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
@@ -67,20 +67,25 @@ class LoadBalancer:
         return "overloaded" if type(self).idle is LoadBalancer.idle else "always"
 
     def idle_rule(self) -> PullOne | None:
-        """Where the lowest domain's groups are single CPUs (a machine without SMT), ``sched_balance_rq``
-        there finds the CPU with the most tasks (overloaded), computes migrate_task with an imbalance
-        of one task and pulls one task that may run here; if every task there is pinned away, the
-        next busiest. The runtime runs that compiled (:class:`~numasim.policies.api.PullOne`) and
-        asks :meth:`idle` when it pulls nothing, which then starts at the next level."""
-        if (type(self).idle is not LoadBalancer.idle or not self.levels or self.levels[0].numa
-                or not all(d.single for d in self._domains[0])):
+        """Where the lowest domain's groups are single CPUs that share an LLC (a core's hardware
+        threads; an LLC's cores without SMT), ``sched_balance_rq`` there (v5.5 on) finds the CPU
+        with the most tasks (overloaded), computes migrate_task with an imbalance of half its
+        tasks, one while it has at most three, and pulls that many tasks that may run here; if
+        every task there is pinned away, the next busiest. The runtime runs the one-move case
+        compiled (:class:`~numasim.policies.api.PullOne`, ``events.pull_one``) and asks
+        :meth:`idle` when it pulls nothing, which then starts at the next level, unless a CPU of
+        the lowest domain holds more than three tasks (the rule then left the domain to it).
+        Before v5.5 the imbalance is a load that depends on the whole domain: no rule."""
+        lvl = self.levels[0] if self.levels else None
+        if (type(self).idle is not LoadBalancer.idle or lvl is None or lvl.numa or not lvl.share_llc
+                or self.o.numa_imbalance_kernel in balance_v4.ERAS or not all(d.single for d in self._domains[0])):
             return None  # (a subclass's own idle(); no levels: one CPU)
-        self._first_newidle_level = 1
-        return PullOne(np.asarray(self.levels[0].span_of, dtype=np.int64))
+        self._pull_rule = True
+        return PullOne(np.asarray(lvl.span_of, dtype=np.int64))
 
     def idle(self, cpu: int, sim: "View") -> list[Decision]:
-        """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first
-        (the lowest by the runtime's pull of :meth:`idle_rule`, if it took it, which found nothing)."""
+        """``sched_balance_newidle``: a CPU that falls idle pulls work, lowest domain first (the lowest
+        by the runtime's pull of :meth:`idle_rule`, if it took it and the domain was its to balance)."""
         # A newly idle CPU pulls only tasks that may run on it (can_migrate_task looks for no
         # other CPU of its group for CPU_NEWLY_IDLE), from a runqueue with another task to
         # run: when there is none anywhere (no runqueue is overloaded, rd->overloaded, or
@@ -90,7 +95,10 @@ class LoadBalancer:
             return []
         sources = set(sources)
         p = Pass(sim)
-        for li in range(self._first_newidle_level, len(self.levels)):
+        first = 0
+        if self._pull_rule and max(p.nr[c] for c in self._domains[0][int(self.levels[0].span_of[cpu])].cpus) <= PULL_MAX_QUEUE:
+            first = 1  # the runtime's pull balanced the lowest domain (idle_rule)
+        for li in range(first, len(self.levels)):
             lvl = self.levels[li]
             si = int(lvl.span_of[cpu])
             if sources.isdisjoint(self._domains[li][si].cpus):

@@ -183,7 +183,7 @@ class CFS(LoadBalancer, Policy):
         self._next = 0
         self._stats_cache: dict[tuple[int, int], tuple] = {}
         self._moves_done = 0
-        self._first_newidle_level = 0  # 1 once the runtime runs the lowest level's pull (LoadBalancer.idle_rule)
+        self._pull_rule = False  # whether the runtime runs the lowest level's pull (LoadBalancer.idle_rule)
         self.numab: NumaBalancing | None = None
         numa = [lvl for lvl in self.levels if lvl.numa]
         if (options.numa_balancing and numa) or (options.numa_balancing_tiering and machine.n_nodes > len(machine.cpu_nodes)):

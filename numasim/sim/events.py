@@ -27,6 +27,7 @@ from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_
                      TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_AFFINE, WAKE_BEGIN, WAKE_LEAST_LOADED, WAKE_RULE)
 from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
+from ..policies.api import PULL_MAX_QUEUE
 from ..policies.rules import least_loaded, wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
@@ -221,7 +222,9 @@ def pull_one(I, CI, A, D, ctl, cpu):
     queued threads is running (picked at random: the model shares a CPU, it does not
     time-slice) and another, picked at random among those that may run on ``cpu``, moves.
     When none may (``LBF_ALL_PINNED``), the kernel leaves that CPU out and searches again:
-    the next busiest, down to CPUs with two threads.
+    the next busiest, down to CPUs with two threads. The imbalance is half the busiest CPU's
+    threads, one move while it holds at most ``PULL_MAX_QUEUE``; with more the kernel may
+    move several, and the rule leaves the domain to the policy (-1, no draws used).
     """
     if ctl[PULL_RULE] == 0:
         return -1
@@ -230,6 +233,8 @@ def pull_one(I, CI, A, D, ctl, cpu):
     for c in range(nr.size):
         if span[c] == span[cpu] and nr[c] > most:
             most = nr[c]
+    if most > PULL_MAX_QUEUE:
+        return -1
     for n in range(most, 1, -1):  # the busiest first, the first of equals first
         for src in range(nr.size):
             if span[src] != span[cpu] or nr[src] != n:
