@@ -32,7 +32,7 @@ from ..policies.rules import least_loaded, wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
 
-jit.fresh(__file__, "layout.py", "core.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py")
+jit.fresh(__file__, "layout.py", "core.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py", "../policies/api.py")
 
 __all__ = ["fire", "block", "charge_move", "wants_idle", "pull_one"]
 
