@@ -7,7 +7,7 @@ tuples (``_domains``), the group statistics by the numbers they come from
 (``_stats_memo``), a per-pass statistics cache and NUMA balancing (``numab``, for
 ``migrate_degrades_locality``). What it does:
 
-* fork and exec placement, ``sched_balance_find_dst_cpu`` (:meth:`LoadBalancer.find_dst_cpu`);
+* (fork and exec placement, ``sched_balance_find_dst_cpu``: :mod:`numasim.policies.fork`);
 * newidle balancing when a CPU falls idle, ``sched_balance_newidle`` (:meth:`LoadBalancer.idle`);
 * periodic balancing per domain at its interval, ``sched_balance_domains`` and
   ``sched_balance_rq``: group statistics and classification, ``imbalance_pct``,
@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
 from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
-from .imbalance import adjust_numa_imbalance, fork_stays_local, periodic_numa_imbalance
+from .imbalance import adjust_numa_imbalance, periodic_numa_imbalance
 
 if TYPE_CHECKING:
     from .api import View
@@ -110,37 +109,6 @@ class LoadBalancer:
                 break
         return [Move(t, c) for t, c in p.moves.items()]
 
-    def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None, fork: bool = True) -> int:
-        """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain (a fork's, or an exec's)."""
-        nr = nr.tolist()
-        top = -1
-        for li, lvl in enumerate(self.levels):
-            if not lvl.fork:
-                break
-            top = li
-        li = top
-        while li >= 0:
-            lvl = self.levels[li]
-            si = int(lvl.span_of[cpu])
-            group = self._find_dst_group(li, si, cpu, nr, allowed, fork)
-            if group is None:
-                li -= 1
-                continue
-            new = self._group_cpu(group, nr, allowed, cpu)
-            li -= 1
-            cpu = new
-        if allowed is not None and cpu not in allowed:
-            cands = sorted(allowed)
-            cpu = min(cands, key=lambda c: (nr[c], c))
-        return cpu
-
-    def _stats(self, li: int, group: tuple[tuple[int, ...], int, int], nr: list[int]) -> Stats:
-        """``update_sg_lb_stats`` for one group (its CPUs, weight and cores) of level ``li``: see :class:`StatsMemo`."""
-        cpus, w, ncores = group
-        n = [nr[c] for c in cpus]
-        idle = n.count(0)  # counts are never negative
-        return self._stats_memo[li][(w, ncores, sum(n), w - idle, idle)]
-
     def _all_stats(self, li: int, si: int, nr: list[int], masked: set[int] | frozenset[int] = frozenset()) -> list[Stats]:
         """:meth:`_stats` for every group of one domain.
 
@@ -167,74 +135,6 @@ class LoadBalancer:
         if not masked:
             self._stats_cache[(li, si)] = (nr, self._moves_done, out)
         return out
-
-    def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed, fork: bool = True) -> tuple[int, ...] | None:
-        lvl = self.levels[li]
-        groups = self._domains[li][si].groups
-        local_i = lvl.group_of[si].get(cpu)
-        era = self.o.numa_imbalance_kernel
-        if era in balance_v4.ERAS:
-            return balance_v4.find_dst_group(era, groups, local_i, allowed, lambda g: self._stats(li, g, nr),
-                                             lvl.pct, lvl.numa, fork)
-        local = idlest = None
-        idlest_g = None
-        for gi, group in enumerate(groups):
-            g = group[0]
-            if allowed is not None and allowed.isdisjoint(g):
-                continue
-            st = self._stats(li, group, nr)
-            if gi == local_i:
-                local = st
-                continue
-            key = (st.kind, st.avg_load if st.kind != HAS_SPARE else -st.idle, st.util)
-            if idlest is None or key < idlest[0]:
-                idlest = (key, st)
-                idlest_g = g
-        if idlest is None:
-            return None
-        best = idlest[1]
-        if local is None:
-            return idlest_g
-        if local.kind < best.kind:
-            return None
-        if local.kind > best.kind:
-            return idlest_g
-        if best.kind != HAS_SPARE:
-            imbalance = SCALE * (lvl.pct - 100) // 100
-            if lvl.numa and best.avg_load + imbalance >= local.avg_load:
-                return None
-            if best.avg_load >= local.avg_load + imbalance:
-                return None
-            if 100 * local.avg_load <= lvl.pct * best.avg_load:
-                return None
-            return idlest_g
-        era = self.o.numa_imbalance_kernel
-        if lvl.numa and era != "6.1":
-            if fork_stays_local(era, local, len(self._domains[li][si].cpus)):
-                return None
-        elif lvl.numa:
-            imb_nr = lvl.imb_numa_nr
-            if allowed is not None:
-                imb_nr = min(sum(1 for c in groups[local_i][0] if c in allowed), imb_nr)
-            imb = abs(local.idle - best.idle)
-            if adjust_numa_imbalance("6.1", imb, local.nr + 1, local.weight, imb_nr, self.o.numa_imbalance_min) == 0:
-                return None
-        if local.idle >= best.idle:
-            return None
-        return idlest_g
-
-    def _group_cpu(self, group: tuple[int, ...], nr: list[int], allowed, this_cpu: int) -> int:
-        cands = [c for c in group if allowed is None or c in allowed]
-        if not cands:
-            return this_cpu
-        idle = [c for c in cands if nr[c] == 0]
-        if idle:
-            if self.machine.smt:
-                whole = [c for c in idle if all(nr[s] == 0 for s in self.machine.siblings(c))]
-                if whole:
-                    return whole[0]
-            return idle[0]
-        return min(cands, key=lambda c: (nr[c], c))
 
     def _set_interval(self, e: _Entity, ms: float) -> None:
         """The entity's balancing interval, and in ns (whole jiffies) when its CPU is idle and when busy."""

@@ -22,6 +22,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from ..model.presets import policy_defaults
 from .api import Decision, Move, Policy, PolicyOptions, WakeAffine
 from .balance import LoadBalancer, _Entity
+from .fork import ForkPlacement
 from .balance_pass import StatsMemo, domains
 from .rules import WakeTables, wake_cpu
 from .domains import Level, build_levels
@@ -141,7 +142,7 @@ class CFSOptions(PolicyOptions):
                     "5.19 no swap within a group while the destination has room) (docs/model.md)")
 
 
-class CFS(LoadBalancer, Policy):
+class CFS(LoadBalancer, ForkPlacement, Policy):
     """Linux CFS: NUMA-oblivious placement and load balancing, first-touch memory."""
 
     name = "cfs"

@@ -14,7 +14,7 @@ from ..errors import PolicyError
 from . import arrivals, layout
 from .arrivals import interarrival
 from .layout import STREAM_ARRIVALS, STREAM_PAUSES, STREAM_PICKS, STREAM_PULL  # noqa: F401 (named here for tests)
-from .cpu import CFS_PERIOD_NS
+from .quota import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
 

@@ -49,6 +49,7 @@ from .arrivals import interarrival
 from .clock import Clock
 from .drivers import Drivers
 from .pages import PageRuntime
+from .quota import Bandwidth
 from .rates import Rates
 from .sampling import Sampling
 from .view import SimView
@@ -58,7 +59,7 @@ __all__ = ["Simulation"]
 MAX_EAGER_TICKS = 10_000
 
 
-class Simulation(Drivers, Decisions, CpuRuntime, PageRuntime, Rates, Sampling):
+class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, Sampling):
     """One run of one policy on one machine with one set of pods.
 
     Parameters

@@ -1,0 +1,98 @@
+"""CFS bandwidth control: a pod's CPU limit as a quota per period, throttling and release.
+
+A part of :class:`numasim.sim.kernel.Simulation`, which holds the state these
+methods share (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import layout
+from .state import TOUCH, WORK
+from .trace import PodInstance
+
+__all__ = ["Bandwidth", "CFS_PERIOD_NS"]
+
+CFS_PERIOD_NS = 100_000_000  # cpu.cfs_period_us default (Documentation/scheduler/sched-bwc.rst)
+
+
+class Bandwidth:
+    """The CFS bandwidth-control part of :class:`~numasim.sim.kernel.Simulation`."""
+
+    def _quotas(self) -> None:
+        """Reschedule the quota ends of the pods whose threads were just reshared (``s[S_TIDS]``)."""
+        s, ctl = self._scratch.s, self._ctlv
+        for p in {self.t_pod[t] for t in s[layout.S_TIDS, :ctl[layout.N_TIDS]].tolist()}:
+            if self.q_quota[p] != math.inf:
+                self._quota_schedule(p)
+
+    def _pod_cpu(self, p: int) -> float:
+        """CPU time the pod's threads have used so far, ns (integrated to now)."""
+        tids = self.pods[p].tids
+        self._integrate(tids)
+        return math.fsum(self.c_cpu[t] for t in tids)
+
+    def _bandwidth(self, pod: PodInstance):
+        """CFS bandwidth control: refill the pod's quota every period, release throttled threads."""
+        p = pod.index
+        while pod.status == "running":
+            start = self.now
+            self.q_base[p] = self._pod_cpu(p)
+            self._quota_schedule(p)
+            yield self.env.timeout(CFS_PERIOD_NS)
+            self.quota_log.append((start, p, self._pod_cpu(p) - self.q_base[p]))
+            if self.q_throttled[p]:
+                self._unthrottle(p)
+
+    def _quota_schedule(self, p: int) -> None:
+        """Schedule the moment the pod's threads use up this period's quota, at their current shares."""
+        if self.q_throttled[p] or self.q_quota[p] == math.inf:
+            return
+        self.q_gen[p] += 1
+        used = self._pod_cpu(p)
+        rate = sum(self.r_share[t] for t in self.pods[p].tids)
+        if rate <= 0:
+            return
+        left = self.q_quota[p] - (used - self.q_base[p])
+        gen = self.q_gen[p]
+        ev = self.env.timeout(max(math.ceil(left / rate), 1))
+        ev.callbacks.append(lambda _e, q=p, g=gen: self._quota_check(q, g))
+
+    def _quota_check(self, p: int, gen: int) -> None:
+        if gen != self.q_gen[p] or self.q_throttled[p] or self.pods[p].status != "running":
+            return
+        if self._pod_cpu(p) - self.q_base[p] < self.q_quota[p] - 1.0:
+            self._quota_schedule(p)
+            return
+        # Quota exhausted: the pod's runnable threads wait for the next period.
+        self.q_throttled[p] = True
+        self.q_since[p] = self.now
+        cpus = []
+        for tid in self.pods[p].tids:
+            if self.t_active[tid]:
+                cpus.append(self.t_cpu[tid])
+                self._integrate(self._on_cpus([self.t_cpu[tid]]))
+                self._dequeue(tid)
+                self.t_gen[tid] += 1
+                self.t_held[tid] = True
+        self._update_cpus(cpus, integrated=True)
+        for cpu in set(cpus):
+            if self.nr[cpu] == 0:
+                self._idle(cpu)
+
+    def _unthrottle(self, p: int) -> None:
+        self.q_throttled[p] = False
+        held = [t for t in self.pods[p].tids if self.t_held[t]]
+        self.c_throttled[p] += (self.now - self.q_since[p]) * len(held)
+        cpus = []
+        for tid in held:
+            self.t_held[tid] = False
+            if self.t_paused[tid] or self.t_phase[tid] not in (TOUCH, WORK):
+                continue
+            cpu = self.t_cpu[tid]
+            self._integrate([tid] + self._on_cpus([cpu]))
+            self.t_last[tid] = self.now
+            self._enqueue(tid, cpu)
+            cpus.append(cpu)
+        self._update_cpus(cpus, integrated=True)
