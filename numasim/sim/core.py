@@ -28,16 +28,17 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (B_ACTIVE, CF_BUSY, CF_LAT, CI_HEAD, CI_NR, CI_TAIL, F_CAP, F_CPU, F_DEBT, F_GROW, F_LOCAL,
+from .layout import (B_ACTIVE, CF_BUSY, CF_LAT, CI_HEAD, CI_NR, CI_TAIL, DIRTY, F_CAP, F_CPU, F_DEBT, F_GROW, F_LOCAL,
                      F_MISS, F_MISSES, F_MISS_LOCAL, F_OPS, F_PENDING, F_PLAN, F_REFILL, F_REQ_LEFT, F_SHARE,
                      F_STALL, F_TAU, F_WAIT, HEAP_N, INTEGRATED, I_CPU, I_GEN, I_LAST, I_NEXT, I_PHASE, I_PREV,
                      I_WGEN, K_SWITCH, K_TOUCH_STEP, NEEDS_SMT, NEEDS_TAU, NEEDS_TOUCH, NOW, N_ARM, N_IN, N_NEED,
                      N_TIDS, N_TOUCH, SF_EFF, SF_FACT, SF_TOUCH, SMT, STAGE, S_ARM, S_IN, S_NEED, S_TIDS, S_TOUCH,
                      TIMER_AT, TIMER_PRE)
+from .firsttouch import touch
 from .perf import LINE
 from .state import TOUCH, WORK
 
-jit.fresh(__file__, "layout.py", "perf.py", "state.py")
+jit.fresh(__file__, "layout.py", "perf.py", "state.py", "firsttouch.py", "memory.py", "../policies/api.py")
 
 __all__ = ["integrate", "enqueue", "dequeue", "gather", "shares", "capacities",
            "reshare", "reschedule", "live", "arm", "heap_push", "heap_pop"]
@@ -111,14 +112,15 @@ def gather(I, CI, core_cpus, cpus, n, smt, out):
 
 
 @njit(cache=True)
-def integrate(F, I, CF, tids, n, now, s, sf, ctl):
+def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
     """Bring the counters of ``tids[:n]`` up to ``now`` at their current rates; returns how
-    many threads first-touched memory meanwhile.
+    many threads first-touched memory meanwhile that is not placed yet.
 
-    That memory is not placed here: the threads and bytes are added, in order, to the
-    touch log (``s[S_TOUCH]``, ``sf[SF_TOUCH]``, ``ctl[N_TOUCH]``), which the caller
-    places before anything else happens. A thread named twice integrates once: the
-    second time finds no time passed.
+    The memory a thread first-touches is placed here (:func:`numasim.sim.firsttouch.touch`,
+    ``ctl[DIRTY]`` set) unless that needs Python, or an earlier touch waits for Python:
+    then the thread and bytes are added, in order, to the touch log (``s[S_TOUCH]``,
+    ``sf[SF_TOUCH]``, ``ctl[N_TOUCH]``), which the caller places before anything else
+    happens. A thread named twice integrates once: the second time finds no time passed.
     """
     k = ctl[N_TOUCH]
     k0 = k
@@ -155,19 +157,25 @@ def integrate(F, I, CF, tids, n, now, s, sf, ctl):
             if grow != 0.0 and F[F_PLAN, tid] > 0.0 and work > 0.0:
                 # The thread's memory grows as it works: the new pages are first-touched where
                 # it ran since its last integration (its CPU changes only after one).
-                s[S_TOUCH, k] = tid
-                sf[SF_TOUCH, k] = work * grow
-                k += 1
+                if k == 0 and touch(M, I, CI, F, tid, work * grow):
+                    ctl[DIRTY] = 1
+                else:
+                    s[S_TOUCH, k] = tid
+                    sf[SF_TOUCH, k] = work * grow
+                    k += 1
         elif phase == TOUCH and work > 0.0:
-            s[S_TOUCH, k] = tid
-            sf[SF_TOUCH, k] = work * LINE / F[F_TAU, tid]
-            k += 1
+            if k == 0 and touch(M, I, CI, F, tid, work * LINE / F[F_TAU, tid]):
+                ctl[DIRTY] = 1
+            else:
+                s[S_TOUCH, k] = tid
+                sf[SF_TOUCH, k] = work * LINE / F[F_TAU, tid]
+                k += 1
     ctl[N_TOUCH] = k
     return k - k0
 
 
 @njit(cache=True)
-def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, stage):
+def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, stage):
     """Recompute the shares of the threads on the CPUs ``s[S_IN, :ctl[N_IN]]`` and their next burst ends.
 
     Stages, each going on to the next unless it needs the caller first:
@@ -186,7 +194,7 @@ def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, stage):
         ctl[N_TIDS] = n
         if n == 0:
             return 0
-        if ctl[INTEGRATED] == 0 and integrate(F, I, CF, tids, n, ctl[NOW], s, sf, ctl):
+        if ctl[INTEGRATED] == 0 and integrate(F, I, CF, CI, M, tids, n, ctl[NOW], s, sf, ctl):
             ctl[STAGE] = 1
             return NEEDS_TOUCH
         stage = 1

@@ -105,6 +105,7 @@ class Decisions:
             pod = self._index(d.pod, len(self.pods), "pod", d)
             self._check_mempolicy(d.mempolicy, d)
             self.pods[pod].mempolicy = d.mempolicy
+            self._set_touch_policy(self.pods[pod])
         else:
             raise PolicyError(self.policy.name, self.now, d, "unknown decision type")
 

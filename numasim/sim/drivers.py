@@ -68,8 +68,7 @@ class Drivers:
                     plan.append([rid, part])
                 elif i == 0:
                     plan.append([rid, mine])
-                self.t_touch_plan[tid] = [p for p in plan if p[1] > 0]
-                self.t_plan_left[tid] = sum(p[1] for p in self.t_touch_plan[tid])
+                self._set_plan(tid, [(r, b) for r, b in plan if b > 0])
                 if adm.affinity is not None:
                     aff = adm.affinity[index[tid]]
                     self._check_cpus(aff, adm)
@@ -77,6 +76,8 @@ class Drivers:
                     self.affinity_log.append((self.now, tid, aff))
                 self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
                 self.p_stall[tid] *= 1.0 + adm.overhead.memory
+        self._set_touch_policy(pod)
+        self._set_core_args()  # the memory's arrays grew
         # With a single toucher, a process's other threads start once its memory is touched
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
         for tid in pod.tids if prof.touch != "main" else [members[0] for members in pod.procs]:
@@ -98,8 +99,9 @@ class Drivers:
         cpu = self._id(self.policy.place(tid, self.view), "place()'s CPU", "place")
         self._check_place(tid, cpu, "place")
         # A thread whose memory grows as it works (touch: work) touches it from WORK.
-        self.t_phase[tid] = TOUCH if self.t_touch_plan[tid] and not self.p_grow[tid] else WORK
-        if self.t_touch_plan[tid] and self.p_grow[tid]:
+        plans = self._plans(tid)
+        self.t_phase[tid] = TOUCH if plans and not self.p_grow[tid] else WORK
+        if plans and self.p_grow[tid]:
             self._growing.add(tid)
         self.t_last[tid] = self.now
         self.placements.extend((self.env.now, tid, cpu))

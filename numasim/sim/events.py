@@ -32,7 +32,7 @@ from ..policies.rules import least_loaded, wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
 
-jit.fresh(__file__, "layout.py", "core.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py", "../policies/api.py")
+jit.fresh(__file__, "layout.py", "core.py", "firsttouch.py", "memory.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py", "../policies/api.py")
 
 __all__ = ["fire", "block", "charge_move", "wants_idle", "pull_one"]
 
@@ -43,7 +43,7 @@ _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN
 
 
 @njit(cache=True)
-def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
+def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W):
     """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`CpuRuntime._run_core`).
 
     A thread's burst end brings it up to now; if its request is not done, the rest is
@@ -119,16 +119,16 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W):
                     continue
                 else:
                     one[0] = tid
-                    if integrate(F, I, CF, one, 1, now, s, sf, ctl):
+                    if integrate(F, I, CF, CI, M, one, 1, now, s, sf, ctl):
                         ctl[PENDING] = _AFTER_INTEGRATE
                         return NEEDS_TOUCH
                     pending = _AFTER_INTEGRATE
         if pending >= MOVE_BEGIN:
-            need = _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, pending)
+            need = _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, pending)
         elif pending >= WAKE_BEGIN:
-            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, tid, pending)
+            need = _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W, tid, pending)
         else:
-            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, pending)
+            need = _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, tid, pending)
         if need:
             return need
 
@@ -141,7 +141,7 @@ def _stop(ctl, stage, need):
 
 
 @njit(cache=True)
-def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, tid, stage):
+def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, tid, stage):
     """A thread's burst ended (it is up to now): reschedule the rest of its request, or
     complete it: log the response time; in open mode take the next request of the pod's
     queue if there is one; else block, and in closed mode think (a wake-up after an
@@ -168,14 +168,14 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A,
             return 0
         B[B_WAITING, tid] = True
         ctl[CPU] = I[I_CPU, tid]
-        need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 0)
+        need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, 0)
         if need == NEEDS_TOUCH:
             return _stop(ctl, _BLOCK_DEQUEUE, need)
         if need:
             return _stop(ctl, _BLOCK_RESHARED, need)
         stage = _BLOCK_RESHARED
     if stage == _BLOCK_DEQUEUE:
-        need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, 1)
+        need = block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, 1)
         if need:
             return _stop(ctl, _BLOCK_RESHARED, need)
         stage = _BLOCK_RESHARED
@@ -304,25 +304,25 @@ def wants_idle(CI, ctl):
 
 
 @njit(cache=True)
-def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
+def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
     """Take a running thread off its runqueue: the threads of its CPU are brought up to now
     (NEEDS_TOUCH: call again at stage 1), then share the CPU without it (:func:`reshare`'s needs)."""
     cpu = I[I_CPU, tid]
     if stage == 0:
         s[S_IN, 0] = cpu
         n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, s[S_WORK])
-        if integrate(F, I, CF, s[S_WORK], n, ctl[NOW], s, sf, ctl):
+        if integrate(F, I, CF, CI, M, s[S_WORK], n, ctl[NOW], s, sf, ctl):
             return NEEDS_TOUCH
     dequeue(F, I, B, CI, tid)
     I[I_GEN, tid] += 1
     s[S_IN, 0] = cpu
     ctl[N_IN] = 1
     ctl[INTEGRATED] = 1
-    return reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+    return reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, 0)
 
 
 @njit(cache=True)
-def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, tid, stage):
+def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W, tid, stage):
     """Thread ``tid`` wakes up, if it can run (working, not already queued, paused or held).
 
     Its waker, with ``p_waker_pod``, is a thread of its pod on a runqueue, picked at
@@ -386,7 +386,7 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, 
         one[0] = tid
         s[S_IN, 0] = cpu
         n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, one[1:])
-        if integrate(F, I, CF, one, n + 1, now, s, sf, ctl):
+        if integrate(F, I, CF, CI, M, one, n + 1, now, s, sf, ctl):
             return _stop(ctl, _WAKE_INTEGRATED, NEEDS_TOUCH)
         stage = _WAKE_INTEGRATED
     if stage == _WAKE_INTEGRATED:
@@ -399,7 +399,7 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, P, D, Q, A, W, 
             I[I_CPU, tid] = cpu
             B[B_HELD, tid] = True
             return 0
-        return _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, -1,
+        return _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, cpu, -1,
                      _WAKE_MOVED, _WAKE_RESHARED)
     return _quotas(ctl)
 
@@ -428,7 +428,7 @@ def charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
 
 
 @njit(cache=True)
-def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
+def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
     """A policy moves queued thread ``tid`` to CPU ``ctl[CPU]`` (another than its own): the threads
     of both CPUs are brought up to now, it leaves its runqueue, the move is charged
     (:func:`charge_move`; NEEDS_XMOVE across nodes), it joins the other (NEEDS_SLICES: the
@@ -439,7 +439,7 @@ def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
         s[S_IN, 0] = ctl[PREV]
         s[S_IN, 1] = cpu
         n = gather(I, CI, core_cpus, s[S_IN], 2, ctl[SMT] != 0, s[S_WORK])
-        if integrate(F, I, CF, s[S_WORK], n, ctl[NOW], s, sf, ctl):
+        if integrate(F, I, CF, CI, M, s[S_WORK], n, ctl[NOW], s, sf, ctl):
             return _stop(ctl, _MOVE_INTEGRATED, NEEDS_TOUCH)
         stage = _MOVE_INTEGRATED
     old = ctl[PREV]
@@ -449,13 +449,13 @@ def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, stage):
             return _stop(ctl, _MOVE_MOVED, NEEDS_XMOVE)
         stage = _MOVE_MOVED
     if stage == _MOVE_MOVED:
-        return _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, old,
+        return _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, cpu, old,
                      _MOVE_MOVED, _MOVE_RESHARED)
     return _quotas(ctl)
 
 
 @njit(cache=True)
-def _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, old, here, after):
+def _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, cpu, old, here, after):
     """Queue ``tid`` (brought up to now) on ``cpu`` and re-share that CPU, and CPU ``old`` too
     unless it is -1; then CFS quotas. NEEDS_SLICES first if the policy's slice for one thread
     more is not known (go on at stage ``here``); :func:`reshare`'s needs go on at ``after``."""
@@ -469,7 +469,7 @@ def _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, tid, cpu, old, 
     s[S_IN, k] = cpu
     ctl[N_IN] = k + 1
     ctl[INTEGRATED] = 1
-    need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, 0)
+    need = reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, 0)
     if need:
         return _stop(ctl, after, need)
     return _quotas(ctl)

@@ -40,7 +40,7 @@ from ..policies.api import (
 from .memory import Memory
 from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
-from . import layout
+from . import firsttouch, layout
 from .store import Store
 from .trace import PodInstance, ResponseTimes, Trace
 from .cpu import TOUCH_STEP, CpuRuntime
@@ -136,7 +136,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.t_active = [False] * nt
         self.t_affinity: list[frozenset[int] | None] = [None] * nt
         self.t_private = [-1] * nt
-        self.t_touch_plan: list[list[list[int]]] = [[] for _ in range(nt)]  # [[rid, bytes left], ...]
         self.t_debt = [0.0] * nt
         self.t_req_left = [math.inf] * nt  # operations left in the current request
         self.t_req_arrival = [0] * nt  # when the current request arrived
@@ -278,7 +277,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.r_chiplet_util = np.zeros(len(machine.chiplet_bandwidth))
         self._lock_wait = np.zeros(len(self.proc_tids))  # ns per op waiting for each process's lock
         self.r_lock_util = np.zeros(len(self.proc_tids))  # share of the time each process's lock is held
-        self._dirty = False
         self._solve_at = -1  # the instant a solve is pending for
 
         self._flows: dict[int, dict] = {}
@@ -332,18 +330,24 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self._sv = memoryview(self._scratch.s)  # the same for the compiled code's logs (s[row, i])
         self._take_rules(ncpu)
         self._scratch_tids = np.empty(nt + 1, dtype=np.int64)
+        # First touch (numasim.sim.firsttouch): each thread's plan, the regions and bytes still to
+        # touch in each (PLAN_ENTRIES pairs); each pod's policy for it (POL_* rows).
+        self._plan = np.zeros((nt, 2 * firsttouch.PLAN_ENTRIES), dtype=np.int64)
+        self._pol = np.zeros((firsttouch.POL_MASK + self.machine.n_nodes, npods + 1), dtype=np.int64)
         self._set_lat_local()
         self._set_core_args()
         self._core_depth = 0  # calls of _run_core under way
         self._ahead = False  # whether _run_core may run later instants too (CpuRuntime._fire)
 
     def _set_core_args(self) -> None:
-        """The arguments the compiled entry points take first (numasim.sim.core, numasim.sim.events;
+        """The arguments the compiled entry points take first (numasim.sim.core, numasim.sim.events; the
+        memory's arrays and the first-touch tables are the last of them, ``M``;
         events.fire also takes the pod table, the random numbers, the queues, the CPU masks and the
         policy's wake-up rule)."""
         sc = self._scratch
+        self._M = self.memory.arrays() + (self._pol, self._plan)
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
-                           sc.s, sc.sf, sc.ctl, sc.heap)
+                           sc.s, sc.sf, sc.ctl, sc.heap, self._M)
         self._fire_args = self._core_args + (self._P, sc.draws, self._Q, self._A, self._W)
 
     def _set_lat_local(self) -> None:
@@ -448,7 +452,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         """A thread's start-up touch step ended (it is up to now): touch on, or start working."""
         if self.t_plan_left[tid] < PAGE:
             self._touch(tid, float(PAGE))
-        if not self.t_touch_plan[tid] and self.t_phase[tid] == TOUCH:
+        if not self._plans(tid) and self.t_phase[tid] == TOUCH:
             self._finish_touch(tid)
         else:
             self._reschedule((tid,))

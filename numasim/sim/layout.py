@@ -57,11 +57,12 @@ S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
  STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE, PULL_RULE, PULL_AT, PULL_TID,
- PULL_CPU, HORIZON, TIMER_PRE, N_AHEAD, WAKE_RULE) = range(32)
+ PULL_CPU, HORIZON, TIMER_PRE, N_AHEAD, WAKE_RULE, DIRTY) = range(33)
 # ctl[HORIZON]: the latest instant events.fire may run thread events at without a simpy timeout
 # of their own (no simpy event is due before it; -1: none, stop at the next instant);
 # ctl[TIMER_PRE]: ctl[TIMER_AT] before the first timer logged since Python last emptied the
 # log (what dropping the log restores); ctl[N_AHEAD]: instants run that way.
+# ctl[DIRTY]: 1 once compiled code placed memory (the access rows need a solve: Rates._dirty).
 # ctl[WAKE_RULE]: who places a waking thread (Policy.wake_rule): the policy's wake(), the WakeAffine
 # tables (Simulation._W), the LeastLoaded rule
 WAKE_PYTHON, WAKE_AFFINE, WAKE_LEAST_LOADED = range(3)
@@ -100,7 +101,7 @@ class Scratch:
         size = max(n_threads, n_cpus) + 1
         self.s = np.zeros((12, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
-        self.ctl = np.zeros(WAKE_RULE + 1, dtype=np.int64)
+        self.ctl = np.zeros(DIRTY + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event
         self.ctl[SMT] = int(smt)
         self.ctl[TIMER_AT] = self.ctl[HORIZON] = -1

@@ -11,7 +11,7 @@ balancing needs: the thread and node of the last hinting fault on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,23 +33,40 @@ class AllocationFailure(Exception):
         super().__init__(f"no free memory on bound nodes {list(nodes)} for {nbytes} bytes")
 
 
+# Rows of Memory.rg, one column per region; Memory.nodes, one column per node.
+R_OFF, R_SIZE, R_TOUCHED, R_PLAIN = range(4)  # first chunk in Memory.ch, bytes, bytes touched, 1 if every chunk alike
+N_CAPACITY, N_USED = range(2)
+
+
 @dataclass
 class Region:
-    """A pod's shared memory or one thread's private memory, in chunks."""
+    """A pod's shared memory or one thread's private memory, in chunks.
+
+    Its numbers live in its :class:`Memory`'s arrays (which the compiled first touch,
+    :mod:`numasim.sim.firsttouch`, updates too): ``node`` is a view of them.
+    """
 
     pod: int
     owner: int  # thread id, or -1 for a process's shared region
     size: int
-    touched: int = 0  # bytes first-touched so far (chunks fill in order)
-    node: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: untouched
-    last_tid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: no fault yet
-    last_nid: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    weight: NDArray[np.float64] | None = None  # accesses per byte of each chunk, relative to the region's mean; None: 1
-    proc: int = -1  # the process whose address space it is in
+    weight: NDArray[np.float64] | None  # accesses per byte of each chunk, relative to the region's mean; None: 1
+    proc: int  # the process whose address space it is in
+    rid: int
+    mem: "Memory"
+    node: NDArray[np.int64]  # each chunk's node, -1 while untouched: a view of the memory's array (Memory._repoint)
+
+    @property
+    def touched(self) -> int:
+        """Bytes first-touched so far (chunks fill in order)."""
+        return int(self.mem.rg[R_TOUCHED, self.rid])
+
+    @touched.setter
+    def touched(self, value: int) -> None:
+        self.mem.rg[R_TOUCHED, self.rid] = value
 
     @property
     def n_chunks(self) -> int:
-        return len(self.node)
+        return -(-self.size // CHUNK)
 
     def chunk_bytes(self, i: int) -> int:
         return min(CHUNK, self.size - i * CHUNK)
@@ -57,6 +74,12 @@ class Region:
 
 class Memory:
     """Chunks placed per region and node, with per-node capacity.
+
+    The numbers are arrays the compiled first touch shares (:meth:`arrays`): every
+    region's chunk nodes end to end (``ch``), a column per region (``rg``: ``R_*``
+    rows), bytes and weighted bytes per region and node, and per node its capacity
+    and use (``nodes``: ``N_*`` rows). They grow by doubling as regions are added;
+    :meth:`arrays` gives the current ones.
 
     Parameters
     ----------
@@ -66,33 +89,58 @@ class Memory:
 
     def __init__(self, machine: Machine):
         self.machine = machine
-        self.capacity = machine.node_memory.astype(np.int64)
-        self.used = np.zeros(machine.n_nodes, dtype=np.int64)
+        n = machine.n_nodes
+        self.nodes = np.zeros((2, n), dtype=np.int64)
+        self.nodes[N_CAPACITY] = machine.node_memory.astype(np.int64)
+        self.capacity, self.used = self.nodes[N_CAPACITY], self.nodes[N_USED]
         self.regions: list[Region] = []
-        self._placed = np.zeros((0, machine.n_nodes), dtype=np.int64)  # bytes, regions x nodes
-        self._access = np.zeros((0, machine.n_nodes))  # bytes x access weight, regions x nodes
-        self._region_pod = np.zeros(0, dtype=np.int64)
-        self._region_proc = np.zeros(0, dtype=np.int64)
+        self.ch = np.zeros(0, dtype=np.int64)
+        self.rg = np.zeros((4, 0), dtype=np.int64)
+        self._placed_all = np.zeros((0, n), dtype=np.int64)  # bytes, regions x nodes (room to grow)
+        self._access_all = np.zeros((0, n))  # bytes x access weight, regions x nodes
+        self._n_ch = 0
+        self._resize(0)
         # Nodes in order of distance from each node (the kernel's zonelist order).
-        self._by_distance = [
-            [int(j) for j in np.lexsort((np.arange(machine.n_nodes), machine.distance[i]))]
-            for i in range(machine.n_nodes)
-        ]
+        self.order = np.array([np.lexsort((np.arange(n), machine.distance[i])) for i in range(n)], dtype=np.int64)
+        self._by_distance = [[int(j) for j in row] for row in self.order]
+
+    def _resize(self, n_regions: int) -> None:
+        """The per-region views for ``n_regions`` regions, growing the arrays (doubling) when full."""
+        if n_regions > self.rg.shape[1]:
+            cap = max(8, 2 * n_regions)
+            self.rg = np.concatenate([self.rg, np.zeros((4, cap - self.rg.shape[1]), dtype=np.int64)], axis=1)
+            grow = cap - self._placed_all.shape[0]
+            self._placed_all = np.vstack([self._placed_all, np.zeros((grow, self.machine.n_nodes), dtype=np.int64)])
+            self._access_all = np.vstack([self._access_all, np.zeros((grow, self.machine.n_nodes))])
+        self._placed = self._placed_all[:n_regions]
+        self._access = self._access_all[:n_regions]
+        self._region_pod = np.array([r.pod for r in self.regions], dtype=np.int64)
+        self._region_proc = np.array([r.proc for r in self.regions], dtype=np.int64)
+
+    def arrays(self) -> tuple:
+        """What the compiled first touch reads and updates: chunk nodes, region columns, bytes and weighted
+        bytes per region and node, node capacity and use, each node's nodes by distance."""
+        return self.ch, self.rg, self._placed_all, self._access_all, self.nodes, self.order
 
     def add_region(self, pod: int, owner: int, size: int, hot: tuple[float, float] | None = None, proc: int = -1) -> int:
         """A region of ``size`` bytes of process ``proc`` of pod ``pod``; ``hot = (fraction, share)``: that
         fraction of its chunks, spread evenly through it, gets that share of its accesses."""
         n = -(-int(size) // CHUNK)
-        self.regions.append(Region(
-            pod, owner, int(size), 0,
-            np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64),
-            _weights(n, hot) if hot is not None and n > 1 else None, proc,
-        ))
-        self._placed = np.vstack([self._placed, np.zeros((1, self.machine.n_nodes), dtype=np.int64)])
-        self._access = np.vstack([self._access, np.zeros((1, self.machine.n_nodes))])
-        self._region_pod = np.append(self._region_pod, pod)
-        self._region_proc = np.append(self._region_proc, proc)
-        return len(self.regions) - 1
+        rid = len(self.regions)
+        weight = _weights(n, hot) if hot is not None and n > 1 else None
+        grown = self._n_ch + n > self.ch.size
+        if grown:
+            self.ch = np.concatenate([self.ch, np.full(max(self._n_ch + n, 2 * self.ch.size) - self.ch.size, -1,
+                                                       dtype=np.int64)])
+        self.regions.append(Region(pod, owner, int(size), weight, proc, rid, self, self.ch[self._n_ch: self._n_ch + n]))
+        self._resize(rid + 1)
+        self.rg[:, rid] = (self._n_ch, int(size), 0, 1 if weight is None else 0)
+        self._n_ch += n
+        if grown:
+            for reg in self.regions:  # their views of the old array
+                off = int(self.rg[R_OFF, reg.rid])
+                reg.node = self.ch[off: off + reg.n_chunks]
+        return rid
 
     def placed(self, rid: int) -> NDArray[np.int64]:
         """Bytes of region ``rid`` on each node (a copy)."""

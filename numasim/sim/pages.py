@@ -6,13 +6,13 @@ methods share (see docs/architecture.md).
 
 from __future__ import annotations
 
-
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import PolicyError
 from ..policies.api import MigratePages, MoveChunks
 from . import layout
+from .firsttouch import FT_BIND, FT_LOCAL, FT_PREFERRED, FT_PYTHON, PLAN_ENTRIES, POL_KIND, POL_MASK, POL_NODE
 from .memory import CHUNK, AllocationFailure
 from .state import DEAD, WORK
 from .trace import PodInstance
@@ -24,15 +24,19 @@ MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
 
 class PageRuntime:
     def _touch(self, tid: int, nbytes: float) -> None:
-        plan = self.t_touch_plan[tid]
+        """Thread ``tid`` first-touches the next ``nbytes`` of its plan (each region in turn) from the node it
+        runs on, under its pod's memory policy (the general case of :func:`numasim.sim.firsttouch.touch`)."""
         pod = self.pods[self.t_pod[tid]]
         node = self._cpu_node[self.t_cpu[tid]]
         left = int(round(nbytes))
         if pod.status != "running":
             return
         by_pod = pod.profile.private_touch == "pod"
-        while plan and left > 0:
-            rid, want = plan[0]
+        plan = self._plan[tid]
+        for j in range(0, 2 * PLAN_ENTRIES, 2):
+            rid, want = int(plan[j]), int(plan[j + 1])
+            if want <= 0 or left <= 0:
+                continue
             take = min(want, left)
             try:
                 if by_pod and rid == self.t_private[tid]:
@@ -44,12 +48,40 @@ class PageRuntime:
                 # allocation is retried once its memory is free (this thread's next event).
                 self._oom(exc)
                 return
-            plan[0][1] -= take
+            plan[j + 1] = want - take
             self.t_plan_left[tid] -= take
             left -= take
-            if plan[0][1] <= 0:
-                plan.pop(0)
         self._dirty = True
+
+    def _plans(self, tid: int) -> bool:
+        """Whether thread ``tid`` has memory left to first-touch."""
+        plan = self._plan[tid]
+        return any(plan[j] > 0 for j in range(1, 2 * PLAN_ENTRIES, 2))
+
+    def _set_plan(self, tid: int, plan: list[tuple[int, int]]) -> None:
+        """Thread ``tid`` will first-touch these (region, bytes), in order."""
+        row = self._plan[tid]
+        row[:] = 0
+        for j, (rid, nbytes) in enumerate(plan):
+            row[2 * j], row[2 * j + 1] = rid, nbytes
+        self.t_plan_left[tid] = float(sum(nbytes for _rid, nbytes in plan))
+
+    def _set_touch_policy(self, pod: PodInstance) -> None:
+        """How the compiled first touch places the pod's pages (POL_* rows), or leaves them to :meth:`_touch`:
+        a pod not running, interleaved memory, a collector's touches by the whole pod."""
+        col = self._pol[:, pod.index]
+        col[:] = 0
+        mp = pod.mempolicy
+        if pod.status != "running" or pod.profile.private_touch == "pod" or (mp.kind == "interleave" and mp.nodes):
+            col[POL_KIND] = FT_PYTHON
+        elif mp.kind == "preferred" and mp.nodes:
+            col[POL_KIND], col[POL_NODE] = FT_PREFERRED, mp.nodes[0]
+        elif mp.kind == "bind":
+            col[POL_KIND] = FT_BIND
+            for n in mp.nodes:
+                col[POL_MASK + n] = 1
+        else:
+            col[POL_KIND] = FT_LOCAL
 
     def _touch_round_robin(self, pod: PodInstance, rid: int, nbytes: int) -> None:
         """First-touch the next ``nbytes`` of region ``rid`` a chunk at a time from the nodes where the
@@ -95,6 +127,7 @@ class PageRuntime:
             running = [self.pods[self.memory.regions[exc.region].pod]]
         victim = max(running, key=lambda p: (usage[p.index], p.index))
         victim.status = "failing"
+        self._set_touch_policy(victim)
         self._P[layout.P_OPEN, victim.index] = 0  # its open-mode arrivals stop (the one drawn still comes)
         ev = self.env.timeout(0)
         ev.callbacks.append(lambda _e, p=victim, r=f"out of memory: {exc}": self._kill(p, r))
@@ -103,6 +136,7 @@ class PageRuntime:
         if pod.status == "failed":
             return
         pod.status = "failed"
+        self._set_touch_policy(pod)
         pod.reason = reason
         self._event("failed", f"{pod.name}: {reason}")
         cpus = [self.t_cpu[t] for t in pod.tids if self.t_active[t]]
@@ -113,8 +147,7 @@ class PageRuntime:
             self.t_phase[tid] = DEAD
             self.t_held[tid] = False
             self.t_gen[tid] += 1
-            self.t_touch_plan[tid] = []
-            self.t_plan_left[tid] = 0.0
+            self._set_plan(tid, [])
             self.placements.extend((self.env.now, tid, -1))
         for rid, reg in enumerate(self.memory.regions):
             if reg.pod == pod.index:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from . import core
+from . import core, layout
 from .perf import LINE, RateInputs, solve_rates, thread_latency
 from .state import TOUCH, WORK
 
@@ -22,6 +22,15 @@ REFRESH_NS = 25_000_000  # the latency fixed point follows small load changes wi
 
 
 class Rates:
+    @property
+    def _dirty(self) -> bool:
+        """Whether memory moved or rates changed since the last solve (compiled first touch sets it too)."""
+        return self._ctlv[layout.DIRTY] != 0
+
+    @_dirty.setter
+    def _dirty(self, value: bool) -> None:
+        self._ctlv[layout.DIRTY] = int(value)
+
     def _integrate(self, tids) -> None:
         """Bring the counters of ``tids`` (any iterable of thread ids) up to now at their current rates.
 
@@ -31,7 +40,8 @@ class Rates:
         """
         ids = np.fromiter(tids, dtype=np.int64)
         sc = self._scratch
-        if core.integrate(self._F, self._I, self._CF, ids, ids.size, self.env.now, sc.s, sc.sf, self._ctl):
+        if core.integrate(self._F, self._I, self._CF, self._CI, self._M, ids, ids.size, self.env.now, sc.s, sc.sf,
+                          self._ctl):
             self._after_core()
 
     def _flush_miss_node(self, tids) -> None:
@@ -345,7 +355,7 @@ class Rates:
                 # Memory that grows as threads work is placed at least this often, so the
                 # access rows follow it even for threads that run without events.
                 self._integrate(self._growing)
-                self._growing = {t for t in self._growing if self.t_touch_plan[t]}
+                self._growing = {t for t in self._growing if self._plans(t)}
             if self._dirty:
                 self._solve()
 

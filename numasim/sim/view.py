@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 from ..model.machine import Machine
 from . import events
+from .layout import F_CPU, F_SHARE, F_WAIT, I_LAST
 from .state import TOUCH, WORK
 from .trace import PodInstance
 
@@ -129,16 +130,18 @@ class SimView:
         return None if w is None else _ro(w)
 
     def thread_cpu_time(self) -> NDArray[np.float64]:
-        """CPU time consumed by each thread so far, ns."""
+        """CPU time consumed by each thread so far, ns: its counter plus its share of the time since it was
+        last brought up to date (what :func:`numasim.sim.core.integrate` would add; nothing is integrated)."""
         s = self._sim
-        s._integrate(range(len(s.t_cpu)))
-        return _ro(np.array(s.c_cpu))
+        since = np.maximum(s.env.now - s._I[I_LAST], 0)
+        return s._F[F_CPU] + s._F[F_SHARE] * since
 
     def thread_runnable_time(self) -> NDArray[np.float64]:
-        """Time each thread has spent runnable (running or waiting for a CPU) so far, ns."""
+        """Time each thread has spent runnable (running or waiting for a CPU) so far, ns (as
+        :meth:`thread_cpu_time`: a thread with no share is asleep, not runnable)."""
         s = self._sim
-        s._integrate(range(len(s.t_cpu)))
-        return np.array(s.c_cpu) + np.array(s.c_wait)
+        since = np.where(s._F[F_SHARE] != 0.0, np.maximum(s.env.now - s._I[I_LAST], 0), 0)
+        return s._F[F_CPU] + s._F[F_WAIT] + since
 
 
 def _ro(a: NDArray) -> NDArray:
