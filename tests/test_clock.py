@@ -59,7 +59,7 @@ def _traces(data, monkeypatch, ahead: bool):
             throughput=metrics.throughput, pods=[p.throughput for p in metrics.pods],
             samples={k: np.asarray(a).tolist() for k, a in trace.samples.items()},
             placements=np.asarray(trace.placements).tolist(), events=trace.events, quota=trace.quota_log,
-            latencies=(lat.bins, lat.count, lat.total_ns), ahead=ran_ahead[0])
+            latencies=(lat.bins, lat.count.tolist(), lat.total_ns.tolist()), ahead=ran_ahead[0])
     monkeypatch.undo()
     return out
 

@@ -17,6 +17,7 @@ from numasim.policies.api import CHUNK, MemPolicy
 from numasim.sim import firsttouch, layout
 from numasim.sim.memory import Memory
 from numasim.sim.pages import PageRuntime
+from numasim.sim.trace import ResponseTimes
 
 from .conftest import small_scenario
 
@@ -62,7 +63,7 @@ def test_the_compiled_touch_places_what_python_places_or_leaves_it_to_python(pol
     for tid, cpu, nbytes in steps:
         fast.t_cpu[tid] = slow.t_cpu[tid] = I[layout.I_CPU, tid] = cpu
         F[layout.F_PLAN] = fast.t_plan_left
-        M = fast.memory.arrays() + (fast._pol, fast._plan)
+        M = fast.memory.arrays() + (fast._pol, fast._plan) + ResponseTimes(1, 0).arrays()
         if firsttouch.touch(M, I, CI, F, tid, nbytes):
             placed_here += 1
             fast.t_plan_left[:] = F[layout.F_PLAN].tolist()
@@ -88,7 +89,7 @@ def test_a_full_node_falls_back_in_python_and_a_full_bind_fails_there():
     I = np.zeros((max(layout.I_POD, layout.I_CPU) + 1, 1), dtype=np.int64)
     CI = np.zeros((layout.CI_NODE + 1, 3), dtype=np.int64)
     F = np.array([rt.t_plan_left] * (layout.F_PLAN + 1))
-    M = rt.memory.arrays() + (rt._pol, rt._plan)
+    M = rt.memory.arrays() + (rt._pol, rt._plan) + ResponseTimes(1, 0).arrays()
     assert firsttouch.touch(M, I, CI, F, 0, 2 * CHUNK)  # two chunks fit on node 0
     assert not firsttouch.touch(M, I, CI, F, 0, 2 * CHUNK)  # two more do not: Python falls back
     assert rt.memory.regions[1].node.tolist() == [0, 0, -1, -1]

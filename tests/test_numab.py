@@ -155,7 +155,9 @@ def test_the_load_balancer_resists_moves_off_the_preferred_node_after_3_13_only(
     for kernel, resists in [("3.13", False), ("4.4", True), ("6.1", True)]:
         nb = NumaBalancing(m, CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel),
                            np.random.default_rng(1), 2, 117)
-        nb._task(7).preferred = 0
+        nb._alloc(16, 1)
+        nb._task(7)
+        nb.t_pref[7] = 0
         # NUMA_RESIST_LOWER was off by default in 3.13; the v4 series made leaving the preferred node degrade.
         assert nb.degrades_locality(7, node0, node1, idle=False) is resists
         # Toward the preferred node, or for a task without one, nothing resists.
@@ -251,3 +253,44 @@ def test_numactl_balancing_needs_membind():
 
     with pytest.raises(numasim.ScenarioError, match="balancing needs membind"):
         numasim.from_dict(_bound({"cpunodebind": [[0]], "preferred": [1], "balancing": True}))
+
+
+def test_the_compiled_faults_decide_what_the_python_faults_decide(monkeypatch):
+    # Every kernel era (its migration filter), a migration rate limit, shared and private memory,
+    # a CPU limit's throttling and pinned memory: the whole trace is the same when every fault goes
+    # through NumaBalancing._fault (the compiled loop handing each chunk back at once).
+    from numasim.policies import numab
+    from numasim.runner import _simulate
+    import numasim
+
+    on = {"numa_balancing": True, "scan_delay_ms": 200, "scan_period_min_ms": 100}
+    data = small_scenario(
+        workloads={"pre": {"base": "java-transactions", "touch": "main", "touch_gbps": 8.0},
+                   "java": {"base": "java-transactions", "touch_gbps": 8.0}},
+        pods=[{"name": "jvm", "replicas": 2, "threads": 4, "memory": "1GiB", "profile": "pre"},
+              {"name": "app", "threads": 3, "memory": "512MiB", "profile": "java"}],
+        policies=[{"label": "v313", "policy": "cfs", "options": {**on, "numa_balancing_kernel": "3.13"}},
+                  {"label": "v44", "policy": "cfs", "options": {**on, "numa_balancing_kernel": "4.4",
+                                                                 "migrate_rate_limit_mbps": 64}},
+                  {"label": "v61", "policy": "cfs", "options": on}],
+        duration="6s", warmup="1s", replications=1)
+    scenario = numasim.from_dict(data)
+
+    def traces():
+        out = {}
+        for v in scenario.variants:
+            sim, metrics, trace = _simulate(scenario, v, 2, None)
+            out[v.label] = dict(
+                throughput=metrics.throughput, faults=metrics.hinting_faults, moved=metrics.pages_migrated_bytes,
+                samples={k: np.asarray(a).tolist() for k, a in trace.samples.items()},
+                placements=np.asarray(trace.placements).tolist(),
+                memory=[r.node.tolist() for r in sim.memory.regions])
+        return out
+
+    compiled = traces()
+    monkeypatch.setattr(numab, "faults", lambda j, *args: j)  # every chunk to Python
+    python = traces()
+    for label, tr in compiled.items():
+        assert tr["faults"] > 100 and tr["moved"] > 0, label
+        for key, value in tr.items():
+            assert value == python[label][key], (label, key)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .api import CHUNK, Charge, Decision, MoveChunks
+from .numab_faults import ACTIVE_NODE_FRACTION, ERA_313, ERA_44, ERA_61, faults, shared_migrate, within_rate_limit
 from .numab_moves import MS, TaskMoves
 from .tiering import Tiering
 
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NumaBalancing"]
 
-ACTIVE_NODE_FRACTION = 3
 PERIOD_SLOTS = 10
 PERIOD_THRESHOLD = 7
 MAX_SCAN_WINDOW_MB_S = 2560
@@ -60,26 +60,24 @@ MAX_SCAN_WINDOW_MB_S = 2560
 
 @dataclass
 class _Task:
+    """A task's NUMA statistics; the ones each fault updates are rows of :class:`NumaBalancing`'s arrays
+    (``t_membuf``, ``t_cpubuf``, ``t_loc``, ``t_seq``, ``t_pref``: :mod:`numasim.policies.numab_faults`)."""
+
     period_ms: float
     node_stamp: float = 0.0  # CPU time (ns) at which the task may next trigger a scan
-    seq: int = 0  # its process's scan sequence at this task's last placement
     mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by memory node, [shared, private]
     cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by CPU node
-    membuf: list[float] = field(default_factory=list)  # this pass's faults, [node * 2 + private] (plain floats: one per fault)
-    cpubuf: list[float] = field(default_factory=list)
     total: float = 0.0
-    locality: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # remote, local, failed
-    preferred: int = -1
     retry: int = 0
 
 
 @dataclass
 class _Group:
-    mem: np.ndarray
+    mem: np.ndarray  # rows of NumaBalancing.g_mem, g_cpu, g_active (views)
     cpu: np.ndarray
+    active: np.ndarray  # 4.4's active_nodes mask (hysteresis); 6.1 recomputes a count
     total: float = 0.0
     tasks: set[int] = field(default_factory=set)
-    active: set[int] = field(default_factory=set)  # 4.4's active_nodes mask (hysteresis); 6.1 recomputes a count
 
 
 @dataclass
@@ -106,20 +104,58 @@ class NumaBalancing(TaskMoves):
         self.groups: dict[int, _Group] = {}  # by process: threads of one process join one group
         self.group_of: dict[int, int] = {}
         self.mms: dict[int, _Mm] = {}
-        self.last: dict[int, tuple[list[int], list[int]]] = {}  # region -> (last tid, last nid) per chunk
+        # Each chunk's last fault (thread, node; -1: none), in flat arrays: a region's from last_at[rid].
+        self.last_at: dict[int, int] = {}
+        self.l_tid = np.zeros(0, dtype=np.int64)
+        self.l_nid = np.zeros(0, dtype=np.int64)
         self._cpu_node = machine.cpu_node.tolist()
-        self.rate_window: dict[int, tuple[int, int]] = {}  # node -> (100 ms window, bytes migrated in it)
+        self.rate = np.full((2, machine.n_nodes), -1, dtype=np.int64)  # per node: 100 ms window, bytes migrated in it
+        self.rate[1] = 0
+        self.era = {"3.13": ERA_313, "4.4": ERA_44}.get(opts.numa_balancing_kernel, ERA_61)
+        self.t_pref: np.ndarray | None = None  # the per-thread and per-group arrays: at the first tick (_alloc)
         self.tick_ns = 10 * MS
         # Memory tiering: CPU-less nodes are the slow tier (numasim/policies/tiering.py).
         self.tier = Tiering(machine, opts, rng) if opts.numa_balancing_tiering else None
         self.slow = frozenset(range(machine.n_nodes)) - frozenset(machine.cpu_nodes)
 
     # ------------------------------------------------------------- helpers
+    def _alloc(self, n_threads: int, n_procs: int) -> None:
+        """The arrays the compiled faults share (numab_faults): per thread this pass's faults by memory and
+        CPU node ``[node * 2 + private]``, locality (remote, local, failed), the pass last folded, the preferred
+        node and the group; per group (a process's) its faults by memory and CPU node and active nodes."""
+        n = self.n
+        self.t_membuf = np.zeros((n_threads, 2 * n))
+        self.t_cpubuf = np.zeros((n_threads, 2 * n))
+        self.t_loc = np.zeros((n_threads, 3))
+        self.t_seq = np.zeros(n_threads, dtype=np.int64)
+        self.t_pref = np.full(n_threads, -1, dtype=np.int64)
+        self.t_group = np.full(n_threads, -1, dtype=np.int64)
+        self.t_known = np.zeros(n_threads, dtype=np.bool_)  # whether the task has statistics (self.tasks) yet
+        self.g_mem = np.zeros((n_procs, n))
+        self.g_cpu = np.zeros((n_procs, n))
+        self.g_active = np.zeros((n_procs, n), dtype=np.bool_)
+        self._cpu_nid = np.zeros(n_threads, dtype=np.int64)  # scratch: each member's node during a scan
+        self._may = np.zeros(n_threads, dtype=np.bool_)  # and whether its pages may move there
+        self._slow = np.array([k in self.slow and self.tier is not None for k in range(n)], dtype=np.bool_)
+
     def _task(self, tid: int) -> _Task:
         if tid not in self.tasks:
             z = np.zeros((self.n, 2))
-            self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, 0, z.copy(), z.copy(), [0.0] * (2 * self.n), [0.0] * (2 * self.n))
+            self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, z.copy(), z.copy())
+            self.t_known[tid] = True
         return self.tasks[tid]
+
+    def _last(self, regions) -> None:
+        """Room for the last faults of the chunks of ``regions`` not seen yet (-1: none)."""
+        new = [(rid, len(nodes)) for rid, _owner, nodes in regions if rid not in self.last_at]
+        if new:
+            at = self.l_tid.size
+            for rid, k in new:
+                self.last_at[rid] = at
+                at += k
+            grow = np.full(at - self.l_tid.size, -1, dtype=np.int64)
+            self.l_tid = np.concatenate([self.l_tid, grow])
+            self.l_nid = np.concatenate([self.l_nid, grow])
 
     def _windows(self, rss: int) -> int:
         return max(1, math.ceil(rss / (self.o.scan_size_mb * 2**20)))
@@ -161,8 +197,7 @@ class NumaBalancing(TaskMoves):
         return 1000.0 * t.mem[nid].sum() / t.total
 
     def preferred(self, tid: int) -> int:
-        t = self.tasks.get(tid)
-        return -1 if t is None else t.preferred
+        return -1 if self.t_pref is None else int(self.t_pref[tid])
 
     # --------------------------------------------------------------- tick
     def next_tick(self, now: int) -> int:
@@ -171,9 +206,9 @@ class NumaBalancing(TaskMoves):
     def tick(self, sim: "View") -> list[Decision]:
         out: list[Decision] = []
         now = sim.now
-        cpu_time = sim.thread_cpu_time()
-        alive = sim.thread_alive
-        miss = sim.thread_miss_rate
+        if self.t_pref is None:
+            self._alloc(len(sim.thread_cpu), len(sim.processes))
+        cpu_time = alive = miss = None  # read at the first open gate (nothing changes them during the tick)
         pods = sim.pods
         for proc, (pod_index, members) in enumerate(sim.processes):
             pod = pods[pod_index]
@@ -187,6 +222,8 @@ class NumaBalancing(TaskMoves):
             # task_tick_numa: a running task whose CPU time passed its stamp opens the gate.
             runners = [t for t in members if sim.thread_active[t]]
             self.rng.shuffle(runners)
+            if cpu_time is None:
+                cpu_time, alive, miss = sim.thread_cpu_time(), sim.thread_alive, sim.thread_miss_rate
             for tid in runners:
                 task = self._task(tid)
                 if cpu_time[tid] > task.node_stamp + task.period_ms * MS:
@@ -202,15 +239,18 @@ class NumaBalancing(TaskMoves):
     # --------------------------------------------------------------- scan
     def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
         regions = sim.process_regions(proc)
-        for rid, _owner, nodes in regions:
-            if rid not in self.last:
-                self.last[rid] = ([-1] * len(nodes), [-1] * len(nodes))
+        self._last(regions)
         budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
-        marked = self._next_chunks(mm, regions, budget)
+        marked = self._next_chunks(mm, regions, budget, self.last_at)
+        if marked is None:
+            return []
+        c_rid, c_owner, c_i, c_nid, c_off = marked
         if not self.o.numa_balancing:
             # Tiering only (mode 2): pages on a top-tier node are not marked (change_pte_range).
-            marked = [c for c in marked if c[3] in self.slow]
-        if not marked:
+            keep = np.isin(c_nid, list(self.slow))
+            c_rid, c_owner, c_i, c_nid, c_off = c_rid[keep], c_owner[keep], c_i[keep], c_nid[keep], c_off[keep]
+        n = c_rid.size
+        if not n:
             return []
         if self.tier is not None:
             self.tier.begin_scan(sim)
@@ -220,110 +260,137 @@ class NumaBalancing(TaskMoves):
         # and the nodes' free memory are the same at each of its faults.
         thread_cpu, thread_pod, pods, cpu_node = sim.thread_cpu, sim.thread_pod, sim.pods, self._cpu_node
         where = {t: (cpu_node[thread_cpu[t]], pods[thread_pod[t]].mempolicy) for t in members}
+        for t, (nid, mp) in where.items():
+            self._cpu_nid[t] = nid
+            self._may[t] = self._may_move(mp, nid)
         free = sim.node_free()
-        out: list[Decision] = []
-        moves: dict[tuple[int, int, int], list[int]] = {}
-        faults: dict[int, int] = {}
-        # A shared chunk's fault comes from one of the process's threads, in proportion to its misses.
-        n_shared = sum(1 for _rid, owner, _i, _n in marked if owner < 0)
+        # Who faults each chunk: its owner for private memory (none if it died); for shared memory one
+        # of the process's threads, in proportion to its misses (none if no thread misses).
+        c_tid = c_owner.copy()
+        c_tid[(c_owner >= 0) & ~np.asarray(alive, dtype=bool)[np.maximum(c_owner, 0)]] = -1
+        shared = c_owner < 0
+        n_shared = int(shared.sum())
         wsum = float(weights.sum())
-        pickers = iter(self.rng.choice(len(tids), size=n_shared, p=weights / wsum).tolist()
-                       if n_shared and wsum > 0 else [])
-        for rid, owner, i, mem_nid in marked:
-            if owner >= 0:
-                tid = owner
-                if not alive[tid]:
-                    continue
-            else:
-                if wsum <= 0:
-                    continue
-                tid = int(tids[next(pickers)])
-            faults[tid] = faults.get(tid, 0) + 1
-            cpu_nid, mp = where[tid]
-            if self.tier is not None and mem_nid in self.slow:
-                # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
-                if self.o.numa_balancing:
-                    self._fault(tid, proc, mm, rid, i, mem_nid, cpu_nid, mp, free, sim, decide=False)
-                dst = (self.tier.promote(tid, proc, rid, i, mem_nid, sim, miss, out)
-                       if self._may_move(mp, cpu_nid) else None)  # mpol_misplaced comes first
-            else:
-                dst = self._fault(tid, proc, mm, rid, i, mem_nid, cpu_nid, mp, free, sim)
-            if dst is not None:
-                moves.setdefault((rid, dst, tid), []).append(i)
+        if n_shared and wsum > 0:
+            c_tid[shared] = tids[self.rng.choice(len(tids), size=n_shared, p=weights / wsum)]
+        dst = np.full(n, -1, dtype=np.int64)
+        out: list[Decision] = []
+        limit = self.o.migrate_rate_limit_mbps
+        args = (c_tid, c_off, c_nid, dst, self._cpu_nid, self._may, free, self._slow, self.l_tid, self.l_nid,
+                self.t_known, self.t_membuf, self.t_cpubuf, self.t_loc, self.t_seq, self.t_pref, self.t_group, self.g_mem,
+                self.g_cpu, self.g_active, proc, mm.seq, self.era, self.rate, sim.now // (100 * MS),
+                -1.0 if limit is None else limit * 2**20 / 10)
+        j = faults(0, *args)
+        while j < n:
+            # What the compiled faults leave to Python: a group join, a task's placement, a slow-tier page.
+            if c_tid[j] >= 0:  # (a chunk nobody faults: the compiled loop passes it over)
+                dst[j] = self._fault_py(int(c_tid[j]), proc, mm, int(c_rid[j]), int(c_off[j]), int(c_i[j]),
+                                        int(c_nid[j]), where, free, sim, miss, out)
+            j = faults(j + 1, *args)
         pages = 1 if self.o.thp else CHUNK // 4096
-        for tid, k in faults.items():
-            out.append(Charge(tid, k * pages * self.o.fault_us * 1000.0, faults=k * pages))
-        for (rid, dst, tid), idx in moves.items():
-            out.append(MoveChunks(rid, tuple(idx), dst, tid, self.o.migrate_copy_gbps))
+        valid = c_tid[c_tid >= 0]
+        if valid.size:
+            who, first, count = np.unique(valid, return_index=True, return_counts=True)
+            for k in np.argsort(first, kind="stable").tolist():  # in the order of their first fault
+                faults_k = int(count[k])
+                out.append(Charge(int(who[k]), faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
+        moves: dict[tuple[int, int, int], list[int]] = {}
+        for j in np.flatnonzero(dst >= 0).tolist():
+            moves.setdefault((int(c_rid[j]), int(dst[j]), int(c_tid[j])), []).append(int(c_i[j]))
+        for (rid, node, tid), idx in moves.items():
+            out.append(MoveChunks(rid, tuple(idx), node, tid, self.o.migrate_copy_gbps))
         return out
 
+    def _fault_py(self, tid: int, proc: int, mm: _Mm, rid: int, off: int, i: int, mem_nid: int, where, free,
+                  sim: "View", miss, out: list[Decision]) -> int:
+        """One chunk's fault in Python; the node it moves to, or -1."""
+        cpu_nid, mp = where[tid]
+        if self.tier is not None and mem_nid in self.slow:
+            # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
+            if self.o.numa_balancing:
+                self._fault(tid, proc, mm, off, mem_nid, cpu_nid, mp, free, sim, decide=False)
+            dst = (self.tier.promote(tid, proc, rid, i, mem_nid, sim, miss, out)
+                   if self._may_move(mp, cpu_nid) else None)  # mpol_misplaced comes first
+        else:
+            dst = self._fault(tid, proc, mm, off, mem_nid, cpu_nid, mp, free, sim)
+        return -1 if dst is None else dst
+
     @staticmethod
-    def _next_chunks(mm: _Mm, regions, budget: int) -> list[tuple[int, int, int, int]]:
-        """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work).
+    def _next_chunks(mm: _Mm, regions, budget: int, last_at: dict[int, int]):
+        """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work):
+        arrays of their region, its owner, the chunk's index, node and last-fault slot (``last_at``: each
+        region's first); None if nothing is touched.
 
         ``mm.pos`` counts touched chunks of the process's regions laid end to end; reaching
-        the end wraps to the start and begins a new scan sequence. Only the marked
-        chunks are turned into tuples: building the whole list per scan was most of a
-        NUMA-balancing run's time.
+        the end wraps to the start and begins a new scan sequence.
         """
         touched = [np.flatnonzero(nodes >= 0) for _rid, _owner, nodes in regions]
         total = sum(len(t) for t in touched)
         if total == 0:
-            return []
+            return None
         if mm.pos >= total:
             mm.pos = 0
         lo, hi = mm.pos, mm.pos + budget
-        out: list[tuple[int, int, int, int]] = []
+        rids, owners, index, nodes_out, offs = [], [], [], [], []
         base = 0
         for (rid, owner, nodes), idx in zip(regions, touched):
             if base >= hi:
                 break
             if base + len(idx) > lo:
-                for i in idx[max(lo - base, 0): hi - base].tolist():
-                    out.append((rid, owner, i, int(nodes[i])))
+                sel = idx[max(lo - base, 0): hi - base]
+                rids.append(np.full(sel.size, rid, dtype=np.int64))
+                owners.append(np.full(sel.size, owner, dtype=np.int64))
+                index.append(sel)
+                nodes_out.append(nodes[sel])
+                offs.append(sel + last_at[rid])
             base += len(idx)
         mm.pos = hi
         if mm.pos >= total:
             mm.pos = 0
             mm.seq += 1
-        return out
+        return (np.concatenate(rids), np.concatenate(owners), np.concatenate(index), np.concatenate(nodes_out),
+                np.concatenate(offs))
 
-    def _fault(self, tid: int, proc: int, mm: _Mm, rid: int, i: int, mem_nid: int, cpu_nid: int, mp, free,
+    def _fault(self, tid: int, proc: int, mm: _Mm, off: int, mem_nid: int, cpu_nid: int, mp, free,
                sim: "View", decide: bool = True) -> int | None:
-        """task_numa_fault + should_numa_migrate_memory for one chunk of process ``proc`` (scan state ``mm``)
-        that thread ``tid`` on node ``cpu_nid`` (memory policy ``mp``) faults on; returns the node to move
-        it to (``decide=False``: the statistics only). ``free``: each node's free bytes."""
-        task = self._task(tid)
-        last_tid, last_nid = self.last[rid]
-        prev_tid, prev_nid = last_tid[i], last_nid[i]
-        last_tid[i], last_nid[i] = tid, cpu_nid
+        """task_numa_fault + should_numa_migrate_memory for one chunk of process ``proc`` (scan state ``mm``;
+        its last fault at ``off``) that thread ``tid`` on node ``cpu_nid`` (memory policy ``mp``) faults on;
+        returns the node to move it to (``decide=False``: the statistics only). ``free``: each node's free
+        bytes. :func:`numasim.policies.numab_faults.faults` is this, compiled, for the faults that need no
+        join, placement or tier."""
+        self._task(tid)
+        prev_tid, prev_nid = int(self.l_tid[off]), int(self.l_nid[off])
+        self.l_tid[off], self.l_nid[off] = tid, cpu_nid
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
         if not priv:
             self._join(tid, proc, prev_tid)
-        if task.seq != mm.seq:
+        if self.t_seq[tid] != mm.seq:
             self._placement(tid, mm, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
         local = mem_nid == cpu_nid
         migrate = False
         if not local and decide and self._may_move(mp, cpu_nid):
-            g = self.groups.get(self.group_of.get(tid, -1))
-            if (task.preferred < 0 or task.seq <= 4) and priv:
+            grouped = self.t_group[tid] >= 0
+            if (self.t_pref[tid] < 0 or self.t_seq[tid] <= 4) and priv:
                 migrate = True
             elif prev_tid >= 0 and prev_nid != cpu_nid:
                 migrate = False
-            elif prev_tid == tid or g is None:
+            elif prev_tid == tid or not grouped:
                 migrate = True
             else:
-                migrate = self._shared_migrate(g, cpu_nid, mem_nid)
+                migrate = shared_migrate(self.era, self.g_mem, self.g_cpu, self.g_active, int(self.t_group[tid]),
+                                         cpu_nid, mem_nid)
         dst = None
         if migrate:
-            if free[cpu_nid] >= CHUNK and self._within_rate_limit(cpu_nid, sim.now):
+            limit = self.o.migrate_rate_limit_mbps
+            if free[cpu_nid] >= CHUNK and within_rate_limit(self.rate, cpu_nid, sim.now // (100 * MS),
+                                                             -1.0 if limit is None else limit * 2**20 / 10):
                 dst = cpu_nid
                 mem_nid = cpu_nid
             else:
-                task.locality[2] += 1  # MIGRATE_FAIL: the scan period will double
-        task.membuf[2 * mem_nid + priv] += 1.0
-        task.cpubuf[2 * cpu_nid + priv] += 1.0
-        task.locality[1 if local else 0] += 1
+                self.t_loc[tid, 2] += 1  # MIGRATE_FAIL: the scan period will double
+        self.t_membuf[tid, 2 * mem_nid + priv] += 1.0
+        self.t_cpubuf[tid, 2 * cpu_nid + priv] += 1.0
+        self.t_loc[tid, 1 if local else 0] += 1
         return dst
 
     @staticmethod
@@ -333,27 +400,10 @@ class NumaBalancing(TaskMoves):
         The fault still counts in the task's statistics."""
         return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
-    def _shared_migrate(self, g: _Group, dst: int, src: int) -> bool:
-        """should_numa_migrate_memory for a shared page of a group that passed the two-stage filter."""
-        era = self.o.numa_balancing_kernel
-        if era == "3.13":
-            return True  # the two-stage filter alone
-        if era == "4.4":
-            # Pseudo-interleaving (v3.15-v4.18): only into an active node; out of an inactive
-            # one always; between active nodes from the busier to the less used (1/4 hysteresis).
-            if dst not in g.active:
-                return False
-            if src not in g.active:
-                return True
-            return g.mem[dst] < g.mem[src] * 3 / 4
-        if g.cpu[dst] > g.cpu[src] * ACTIVE_NODE_FRACTION:
-            return True
-        return g.cpu[dst] * g.mem[src] * 3 > g.cpu[src] * g.mem[dst] * 4
-
     def _active_nodes(self, g: _Group) -> set[int]:
         """The CPU nodes the group uses actively (numa_group_count_active_nodes / update_numa_active_node_mask)."""
         if self.o.numa_balancing_kernel == "4.4":
-            return g.active
+            return {n for n in self.m.cpu_nodes if g.active[n]}
         top = max((g.cpu[n] for n in self.m.cpu_nodes), default=0.0)
         return {n for n in self.m.cpu_nodes if g.cpu[n] * ACTIVE_NODE_FRACTION > top}
 
@@ -361,36 +411,22 @@ class NumaBalancing(TaskMoves):
         """v3.15-v4.18: a node joins the mask above 6/16 of the busiest node's CPU faults, leaves below 3/16."""
         top = max((g.cpu[n] for n in self.m.cpu_nodes), default=0.0)
         for n in self.m.cpu_nodes:
-            if n not in g.active:
+            if not g.active[n]:
                 if g.cpu[n] > top * 6 / 16:
-                    g.active.add(n)
+                    g.active[n] = True
             elif g.cpu[n] < top * 3 / 16:
-                g.active.discard(n)
-
-    def _within_rate_limit(self, node: int, now: int) -> bool:
-        """Kernels 3.8-4.18 let at most ratelimit MB per 100 ms migrate into a node."""
-        limit = self.o.migrate_rate_limit_mbps
-        if limit is None:
-            return True
-        window = now // (100 * MS)
-        start, used = self.rate_window.get(node, (window, 0))
-        if start != window:
-            used = 0
-        if used + CHUNK > limit * 2**20 / 10:
-            self.rate_window[node] = (window, used)
-            return False
-        self.rate_window[node] = (window, used + CHUNK)
-        return True
+                g.active[n] = False
 
     def _join(self, tid: int, proc: int, other: int) -> None:
         """task_numa_group: threads of one process that share pages join one group."""
         g = self.groups.get(proc)
         if g is None:
-            g = self.groups[proc] = _Group(np.zeros(self.n), np.zeros(self.n))
+            g = self.groups[proc] = _Group(self.g_mem[proc], self.g_cpu[proc], self.g_active[proc])
         for t in (tid, other):
             if t >= 0 and t not in g.tasks:
                 g.tasks.add(t)
                 self.group_of[t] = proc
+                self.t_group[t] = proc
                 task = self._task(t)
                 g.mem += task.mem.sum(axis=1)
                 g.cpu += task.cpu.sum(axis=1)
@@ -400,12 +436,12 @@ class NumaBalancing(TaskMoves):
     def _placement(self, tid: int, mm: _Mm, sim: "View") -> None:
         """task_numa_placement, at the first fault of ``tid`` in its process's new scan pass (``mm``)."""
         task = self.tasks[tid]
-        task.seq = mm.seq
+        self.t_seq[tid] = mm.seq
         g = self.groups.get(self.group_of.get(tid, -1))
-        membuf = np.array(task.membuf).reshape(self.n, 2)
+        membuf = self.t_membuf[tid].reshape(self.n, 2).copy()
         buf_shared, buf_private = membuf[:, 0].sum(), membuf[:, 1].sum()
         diff = membuf - task.mem / 2
-        fdiff = np.array(task.cpubuf).reshape(self.n, 2) - task.cpu / 2
+        fdiff = self.t_cpubuf[tid].reshape(self.n, 2) - task.cpu / 2
         task.mem += diff
         task.cpu += fdiff
         task.total += diff.sum()
@@ -413,29 +449,30 @@ class NumaBalancing(TaskMoves):
             g.mem += diff.sum(axis=1)
             g.cpu += fdiff.sum(axis=1)
             g.total += diff.sum()
-        task.membuf = [0.0] * (2 * self.n)
-        task.cpubuf = [0.0] * (2 * self.n)
-        before = task.preferred
+        self.t_membuf[tid] = 0.0
+        self.t_cpubuf[tid] = 0.0
+        before = int(self.t_pref[tid])
         own = task.mem.sum(axis=1)
         if g is not None and self.o.numa_balancing_kernel == "4.4":
             self._update_active(g)
-        faults = g.mem if g is not None else own
-        if faults.max() > 0:  # only a node with CPUs can be preferred (task_numa_placement skips !N_CPU nodes)
+        by_node = g.mem if g is not None else own
+        if by_node.max() > 0:  # only a node with CPUs can be preferred (task_numa_placement skips !N_CPU nodes)
             nodes = self.m.cpu_nodes
-            task.preferred = max(nodes, key=lambda n: (faults[n], -n))
+            pref = max(nodes, key=lambda n: (by_node[n], -n))
             if g is not None and self.o.numa_balancing_kernel == "3.13":
                 # v3.13: a task whose own busiest node differs from its group's takes the node
                 # with the most task + group weight (the group's scaled by 1.2).
-                if max(nodes, key=lambda n: (own[n], -n)) != task.preferred:
-                    task.preferred = max(nodes, key=lambda n: (self._weight(tid, n, False) + self._weight(tid, n, True), -n))
-        if task.preferred != before and self.o.numa_balancing_kernel != "6.1":
+                if max(nodes, key=lambda n: (own[n], -n)) != pref:
+                    pref = max(nodes, key=lambda n: (self._weight(tid, n, False) + self._weight(tid, n, True), -n))
+            self.t_pref[tid] = pref
+        if self.t_pref[tid] != before and self.o.numa_balancing_kernel != "6.1":
             task.retry = 0  # before 4.19 placement called numa_migrate_preferred at once
         self._update_period(task, tid, sim, buf_shared, buf_private)
 
     def _update_period(self, task: _Task, tid: int, sim: "View", shared: float, private: float) -> None:
         """update_task_scan_period: slow down when mostly local or private, speed up otherwise."""
         rss = sim.process_memory(int(sim.thread_process[tid]))
-        remote, local, failed = task.locality
+        remote, local, failed = self.t_loc[tid].tolist()
         if local + shared == 0 or failed:
             task.period_ms = min(self._scan_max(rss, tid), task.period_ms * 2)
             return
@@ -449,6 +486,6 @@ class NumaBalancing(TaskMoves):
         else:
             diff = -(PERIOD_THRESHOLD - max(lr, ps)) * slot
         task.period_ms = float(np.clip(task.period_ms + diff, self._scan_min(rss), self._scan_max(rss, tid)))
-        task.locality = [0.0, 0.0, 0.0]
+        self.t_loc[tid] = 0.0
 
     # ------------------------------------------------------------- moves

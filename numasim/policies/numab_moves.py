@@ -57,15 +57,20 @@ class TaskMoves:
         now = sim.now
         m = self.m
         era = self.o.numa_balancing_kernel
-        ctx = _MoveContext(np.array(sim.nr_running), {c: sim.runqueue(c) for c in range(m.n_cpus)}, set())
+        ctx = None  # the run counts and runqueues, read once a task is due to try
         out: list[Decision] = []
         for tid, task in self.tasks.items():
-            if task.preferred < 0 or not sim.thread_active[tid] or now < task.retry:
+            pref = int(self.t_pref[tid])
+            if pref < 0 or not sim.thread_active[tid] or now < task.retry:
                 continue
             task.retry = now + int(min(1000.0, task.period_ms / 16) * MS)
             src_cpu = int(sim.thread_cpu[tid])
-            src, pref = int(m.cpu_node[src_cpu]), task.preferred
-            if src == pref or src_cpu in ctx.claimed:
+            src = int(m.cpu_node[src_cpu])
+            if src == pref:
+                continue
+            if ctx is None:
+                ctx = _MoveContext(np.array(sim.nr_running), {c: sim.runqueue(c) for c in range(m.n_cpus)}, set())
+            if src_cpu in ctx.claimed:
                 continue
             g = self.groups.get(self.group_of.get(tid, -1))
             tw, gw = self._weight(tid, src, False), self._weight(tid, src, True)
@@ -92,7 +97,7 @@ class TaskMoves:
                 # (v4.4 checks the mask; v6.1 always), so a spread group stops chasing one node.
                 nid = src if best is None else int(m.cpu_node[best[1]])
                 if era == "6.1" or nid in active:
-                    task.preferred = nid
+                    self.t_pref[tid] = nid
             if best is None:
                 continue
             _, c, cur = best
@@ -228,13 +233,13 @@ class TaskMoves:
         """
         if self.o.numa_balancing_kernel == "3.13":
             return False
-        t = self.tasks.get(tid)
-        if t is None or t.preferred < 0:
+        pref = self.preferred(tid)
+        if pref < 0:
             return False
         src, dst = int(self.m.cpu_node[src_cpu]), int(self.m.cpu_node[dst_cpu])
-        if src == dst or dst == t.preferred:
+        if src == dst or dst == pref:
             return False
-        if src == t.preferred:
+        if src == pref:
             return True
         if idle:
             return False

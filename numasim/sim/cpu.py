@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import core, events, layout
-from .layout import N_ARM, N_LAT, N_MV, N_TOUCH, S_ARM, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_NOW, S_MV_TID
+from .layout import N_ARM, N_MV, N_TOUCH, S_ARM, S_MV_CPU, S_MV_NOW, S_MV_TID
 from ..errors import PolicyError
 from ..policies.api import LeastLoaded, Policy, PullOne, WakeAffine
 from ..policies.rules import check_packed
@@ -296,9 +296,9 @@ class CpuRuntime:
 
     def _after_core(self) -> None:
         """Do what the compiled functions left to Python, in order: the timeouts to create (for the
-        thread events), the memory to first-touch; and log the response times and moves."""
+        thread events), the memory to first-touch; and log the moves."""
         ctl = self._ctlv
-        if not (ctl[N_ARM] or ctl[N_TOUCH] or ctl[N_LAT] or ctl[N_MV]):
+        if not (ctl[N_ARM] or ctl[N_TOUCH] or ctl[N_MV]):
             return
         sv = self._sv  # element by element: plain ints, no slices or lists for the one or two of each
         k = ctl[N_ARM]
@@ -313,12 +313,6 @@ class CpuRuntime:
             s = self._scratch.s
             for tid, nbytes in zip(s[layout.S_TOUCH, :k].tolist(), self._scratch.sf[layout.SF_TOUCH, :k].tolist()):
                 self._touch(tid, nbytes)
-        k = ctl[N_LAT]
-        if k:
-            ctl[N_LAT] = 0
-            add = self.latencies.add
-            for i in range(k):
-                add(sv[S_LAT_POD, i], sv[S_LAT_NOW, i], sv[S_LAT_NS, i])
         k = ctl[N_MV]
         if k:
             ctl[N_MV] = 0

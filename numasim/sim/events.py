@@ -16,23 +16,25 @@ from numba import njit
 
 from .. import jit
 
-from .layout import (B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_HEAD, CI_LLC, CI_NODE, CI_NR,
-                     CI_PULL_SPAN, CPU, DRAW_E, DRAW_PULL, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_REQ_LEFT,
+from .layout import (M_COUNT, M_HIST, M_SINCE, M_TOTAL, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_HEAD, CI_LLC, CI_NODE, CI_NR,
+                     CI_PULL_SPAN, CPU, DRAW_E, DRAW_PULL, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_PLAN, F_REQ_LEFT,
                      F_REQ_OPS, F_THINK, HEAP_N, HORIZON, IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, INTEGRATED,
                      I_ARRIVAL, I_CPU, I_GEN, I_MASK, I_MODE, I_MOVES, I_NEXT, I_PHASE, I_POD, I_WAKEUPS, I_WGEN,
                      I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE, NEEDS_PLACE,
-                     NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH, NEEDS_XMOVE, NOW, N_AHEAD, N_ARM, N_IN, N_LAT, N_MV,
+                     NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH, NEEDS_XMOVE, NOW, N_AHEAD, N_ARM, N_IN, N_MV,
                      N_TIDS, N_TOUCH, PENDING, PREV, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, P_FIRST, P_THROTTLED,
-                     QUOTA, SINGLE, SMT, S_IN, S_LAT_NOW, S_LAT_NS, S_LAT_POD, S_MV_CPU, S_MV_NOW, S_MV_TID, S_WORK,
+                     QUOTA, SINGLE, SMT, S_IN, S_MV_CPU, S_MV_NOW, S_MV_TID, S_WORK,
                      TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_AFFINE, WAKE_BEGIN, WAKE_LEAST_LOADED, WAKE_RULE)
 from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
-from ..policies.api import PULL_MAX_QUEUE
+from ..policies.api import PAGE, PULL_MAX_QUEUE
 from ..policies.rules import least_loaded, wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
+from .trace import LOG_STEP, N_BINS
 
-jit.fresh(__file__, "layout.py", "core.py", "firsttouch.py", "memory.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py", "../policies/api.py")
+jit.fresh(__file__, "layout.py", "core.py", "firsttouch.py", "memory.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py", "../policies/api.py",
+          "trace.py")
 
 __all__ = ["fire", "block", "charge_move", "wants_idle", "pull_one"]
 
@@ -52,8 +54,8 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W
     wake-up is :func:`_wake`'s. With ``ctl[PENDING] = WAKE_BEGIN`` and ``ctl[SINGLE]``,
     it wakes thread ``ctl[TID]`` up and returns (a wake-up Python asks for).
 
-    It stops for the caller, with ``ctl[TID]`` the thread, for: EV_TOUCH (a start-up
-    touch step ended), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA
+    It stops for the caller, with ``ctl[TID]`` the thread, for: EV_TOUCH (a thread's
+    last start-up touch step ended; the others go on to the next step here), NEEDS_TOUCH / NEEDS_TAU / NEEDS_SMT (as :func:`reshare`), NEEDS_QUOTA
     (CFS quotas of the threads in ``s[S_TIDS]``), NEEDS_IDLE (``ctl[CPU]`` fell idle:
     the policy's idle balancing), NEEDS_FLUSH (logs full), NEEDS_DRAWS (random numbers
     used up), NEEDS_QUEUE (a pod's queue full: the rings grow), and :func:`_wake`'s; then it is called again to go on (``ctl[PENDING]``
@@ -81,7 +83,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W
             if ctl[SINGLE] != 0:
                 ctl[SINGLE] = 0
                 return 0
-            if ctl[N_ARM] > ctl[LOG_CAP] or ctl[N_LAT] > ctl[LOG_CAP] or ctl[N_MV] > ctl[LOG_CAP]:
+            if ctl[N_ARM] > ctl[LOG_CAP] or ctl[N_MV] > ctl[LOG_CAP]:
                 return NEEDS_FLUSH
             if ctl[HEAP_N] == 0 or H[0, 0] > now:
                 while ctl[HEAP_N] > 0 and not live(H, I, 0):
@@ -134,6 +136,19 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W
 
 
 @njit(cache=True)
+def _response_time(M, pod, now, ns):
+    """Count a request of ``pod`` completed at ``now`` after ``ns`` in its response-time histogram
+    (:class:`numasim.sim.trace.ResponseTimes`), if it completed in the measurement window."""
+    hist, count, total, since = M[M_HIST], M[M_COUNT], M[M_TOTAL], M[M_SINCE]
+    if now < since[0]:
+        return
+    k = int(math.log(max(ns, 1)) / LOG_STEP)
+    hist[pod, min(k, N_BINS - 1)] += 1
+    count[pod] += 1
+    total[pod] += ns
+
+
+@njit(cache=True)
 def _stop(ctl, stage, need):
     """Stop for the caller with ``need``; the event goes on at ``stage`` when called again."""
     ctl[PENDING] = stage
@@ -149,17 +164,18 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q,
     now = ctl[NOW]
     if stage == _AFTER_INTEGRATE:
         if I[I_PHASE, tid] == TOUCH:
-            return EV_TOUCH
+            if F[F_PLAN, tid] >= PAGE:  # a start-up touch step ended, more to touch: the next step
+                one = s[S_WORK]
+                one[0] = tid
+                reschedule(F, I, B, one, 1, kf, s, ctl, H)
+                return 0
+            return EV_TOUCH  # the last one: Python touches what is left and starts the thread's work
         if F[F_REQ_LEFT, tid] > 1e-6:
             one = s[S_WORK]
             one[0] = tid
             reschedule(F, I, B, one, 1, kf, s, ctl, H)
             return 0
-        k = ctl[N_LAT]
-        s[S_LAT_POD, k] = I[I_POD, tid]
-        s[S_LAT_NOW, k] = now
-        s[S_LAT_NS, k] = now - I[I_ARRIVAL, tid]
-        ctl[N_LAT] = k + 1
+        _response_time(M, I[I_POD, tid], now, now - I[I_ARRIVAL, tid])
         F[F_REQ_LEFT, tid] = math.inf
         if I[I_MODE, tid] == 2 and take_request(F, I, P, Q, tid):
             one = s[S_WORK]

@@ -22,7 +22,8 @@ from numba import njit
 
 from .. import jit
 from ..policies.api import CHUNK
-from .layout import CI_NODE, F_PLAN, I_CPU, I_POD
+from .layout import (CI_NODE, F_PLAN, I_CPU, I_POD, M_ACCESS, M_CH, M_NODES, M_ORDER, M_PLACED, M_PLAN, M_POL,
+                     M_RG)
 from .memory import N_CAPACITY, N_USED, R_OFF, R_PLAIN, R_SIZE, R_TOUCHED
 
 __all__ = ["touch", "POL_KIND", "POL_NODE", "POL_MASK", "FT_PYTHON", "FT_LOCAL", "FT_PREFERRED", "FT_BIND",
@@ -68,7 +69,8 @@ def _span(rg, rid, take):
 def touch(M, I, CI, F, tid, amount):
     """Thread ``tid`` first-touches ``amount`` bytes (rounded half to even, as Python's ``round``);
     True if placed here, False if left to Python (nothing changed)."""
-    ch, rg, placed, access, nodes, order, pol, plan = M
+    ch, rg, placed, access, nodes, order = M[M_CH], M[M_RG], M[M_PLACED], M[M_ACCESS], M[M_NODES], M[M_ORDER]
+    pol, plan = M[M_POL], M[M_PLAN]
     pod = I[I_POD, tid]
     if pol[POL_KIND, pod] == FT_PYTHON:
         return False

@@ -345,7 +345,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         events.fire also takes the pod table, the random numbers, the queues, the CPU masks and the
         policy's wake-up rule)."""
         sc = self._scratch
-        self._M = self.memory.arrays() + (self._pol, self._plan)
+        self._M = self.memory.arrays() + (self._pol, self._plan) + self.latencies.arrays()  # layout.M_*
         self._core_args = (self._F, self._I, self._B, self._CF, self._CI, self._core_cpus, self._slice_ns, sc.kf,
                            sc.s, sc.sf, sc.ctl, sc.heap, self._M)
         self._fire_args = self._core_args + (self._P, sc.draws, self._Q, self._A, self._W)
@@ -397,6 +397,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
     def measure(self, since_ns: int) -> ResponseTimes:
         """Record the response times of requests completed from ``since_ns`` on, from now on, in a new histogram."""
         self.latencies = ResponseTimes(len(self.pods), since_ns)
+        self._set_core_args()
         return self.latencies
 
     def _step_until(self, until_ns: int) -> None:

@@ -46,6 +46,11 @@ B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = (THREAD_FIELDS[2].index(name) f
 CF_BUSY, CF_LAT = 0, 1  # a CPU's busy time; the loaded local latency of its node
 CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC, CI_PULL_SPAN = (CPU_FIELDS[1].index(name) for name in (
     "nr", "rq_head", "rq_tail", "_cpu_node", "_cpu_llc", "_pull_span"))
+# The runtime's tables the compiled code updates besides the buffers (Simulation._M, the last of the
+# core arguments): the memory's arrays (Memory.arrays: chunk nodes, regions, bytes and weighted bytes
+# per region and node, node capacity and use, nodes by distance), the first-touch tables (pod policies,
+# thread plans: numasim.sim.firsttouch), the response-time histograms (ResponseTimes.arrays).
+M_CH, M_RG, M_PLACED, M_ACCESS, M_NODES, M_ORDER, M_POL, M_PLAN, M_HIST, M_COUNT, M_TOTAL, M_SINCE = range(12)
 # Rows of the pod table: first thread (a pod's are numbered in a row), throttled, its open-mode
 # queue of request arrival times (a ring in Simulation._Q, a row per pod): first entry, length;
 # whether its arrivals go on (open mode, running), and the next unused of its random numbers
@@ -53,11 +58,11 @@ CI_NR, CI_HEAD, CI_TAIL, CI_NODE, CI_LLC, CI_PULL_SPAN = (CPU_FIELDS[1].index(na
 P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN, P_OPEN, P_ARR_E, P_ARR_U = range(7)
 
 # Scratch rows (Scratch.s, ints; Scratch.sf, floats) and control slots (Scratch.ctl).
-S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_LAT_POD, S_LAT_NOW, S_LAT_NS, S_MV_CPU, S_MV_NOW = range(12)
+S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_MV_CPU, S_MV_NOW = range(9)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
- STAGE, N_LAT, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE, PULL_RULE, PULL_AT, PULL_TID,
- PULL_CPU, HORIZON, TIMER_PRE, N_AHEAD, WAKE_RULE, DIRTY) = range(33)
+ STAGE, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE, PULL_RULE, PULL_AT, PULL_TID,
+ PULL_CPU, HORIZON, TIMER_PRE, N_AHEAD, WAKE_RULE, DIRTY) = range(32)
 # ctl[HORIZON]: the latest instant events.fire may run thread events at without a simpy timeout
 # of their own (no simpy event is due before it; -1: none, stop at the next instant);
 # ctl[TIMER_PRE]: ctl[TIMER_AT] before the first timer logged since Python last emptied the
@@ -99,7 +104,7 @@ class Scratch:
     def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float, l2_bytes: float,
                  n_pods: int = 0):
         size = max(n_threads, n_cpus) + 1
-        self.s = np.zeros((12, 4 * size + 64), dtype=np.int64)
+        self.s = np.zeros((9, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
         self.ctl = np.zeros(DIRTY + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event

@@ -12,9 +12,11 @@ from ..model.machine import Machine
 from ..model.workload import PodSpec, WorkloadProfile
 from ..policies.api import Admission, MemPolicy
 
-__all__ = ["PodInstance", "Trace", "ResponseTimes", "BIN_WIDTH"]
+__all__ = ["PodInstance", "Trace", "ResponseTimes", "BIN_WIDTH", "LOG_STEP", "N_BINS"]
 
 BIN_WIDTH = 0.01  # relative width of a response-time bin: percentiles are within half of it
+LOG_STEP = math.log1p(BIN_WIDTH)
+N_BINS = 4096  # bins per pod: up to (1 + BIN_WIDTH)^4096 ns, about 15 years
 
 
 @dataclass
@@ -69,49 +71,46 @@ class Trace:
     n_solves: int
 
 
-_LOG_STEP = math.log1p(BIN_WIDTH)
-
-
 class ResponseTimes:
     """Response times of the requests completed from ``since_ns`` on, per pod, as histograms.
 
     Each pod keeps a count per logarithmic bin (bin ``k`` holds values in
     ``[(1 + BIN_WIDTH)^k, (1 + BIN_WIDTH)^(k + 1))`` ns), the number of requests and
-    their exact sum: memory grows with the spread of the values, not with how many
+    their exact sum: memory grows with the number of pods, not with how many requests
     there are or how long the run is. Percentiles are read at the middle of their
-    bin, so they are within ``BIN_WIDTH / 2`` of the exact order statistic.
+    bin, so they are within ``BIN_WIDTH / 2`` of the exact order statistic. The compiled
+    request completion (:func:`numasim.sim.events._complete`) adds to the arrays
+    (:meth:`arrays`); the last bin also takes anything longer (about 15 years).
     """
 
     def __init__(self, n_pods: int, since_ns: int):
         self.since_ns = since_ns
-        self.bins: list[dict[int, int]] = [{} for _ in range(n_pods)]
-        self.count = [0] * n_pods
-        self.total_ns = [0] * n_pods
+        self.hist = np.zeros((n_pods, N_BINS), dtype=np.int32)
+        self.count = np.zeros(n_pods, dtype=np.int64)
+        self.total_ns = np.zeros(n_pods, dtype=np.int64)
+        self._since = np.array([since_ns], dtype=np.int64)
 
-    def add(self, pod: int, now: int, value_ns: int) -> None:
-        if now < self.since_ns:
-            return
-        k = int(math.log(max(value_ns, 1)) / _LOG_STEP)
-        h = self.bins[pod]
-        h[k] = h.get(k, 0) + 1
-        self.count[pod] += 1
-        self.total_ns[pod] += value_ns
+    def arrays(self) -> tuple:
+        """What the compiled code adds to: counts per pod and bin, requests and their sum per pod, ``since_ns``."""
+        return self.hist, self.count, self.total_ns, self._since
+
+    @property
+    def bins(self) -> list[dict[int, int]]:
+        """Each pod's histogram as {bin: count} of the bins used."""
+        return [{int(k): int(h[k]) for k in np.flatnonzero(h)} for h in self.hist]
 
     def summary(self, pods: list[int], percentiles: dict[str, float], window_s: float) -> dict[str, float] | None:
         """Requests, requests/s, mean and percentiles (ms) of the pods ``pods`` together; None if none completed."""
-        n = sum(self.count[p] for p in pods)
+        n = int(self.count[pods].sum())
         if n == 0:
             return None
-        merged: dict[int, int] = {}
-        for p in pods:
-            for k, c in self.bins[p].items():
-                merged[k] = merged.get(k, 0) + c
-        keys = sorted(merged)
-        cum = np.cumsum([merged[k] for k in keys])
+        merged = self.hist[pods].sum(axis=0, dtype=np.int64)
+        keys = np.flatnonzero(merged).tolist()
+        cum = np.cumsum(merged[keys])
         out = {"requests": float(n), "requests_per_s": n / window_s,
-               "mean_ms": sum(self.total_ns[p] for p in pods) / n / 1e6}
+               "mean_ms": int(self.total_ns[pods].sum()) / n / 1e6}
         for name, q in percentiles.items():
             rank = q / 100.0 * (n - 1)  # as numpy's default (linear) percentile, to the bin
             k = keys[int(np.searchsorted(cum, rank, side="right"))]
-            out[name] = math.exp((k + 0.5) * _LOG_STEP) / 1e6
+            out[name] = math.exp((k + 0.5) * LOG_STEP) / 1e6
         return out

@@ -1,0 +1,119 @@
+"""NUMA balancing's hinting faults compiled: the common case of :meth:`NumaBalancing._fault
+<numasim.policies.numab.NumaBalancing._fault>` over one scan's marked chunks.
+
+A scan marks about a hundred chunks; each is faulted by one thread, whose fault updates
+the chunk's last fault (thread, node), the thread's fault statistics and, through the
+migration filter (``should_numa_migrate_memory``), says whether the chunk moves.
+:func:`faults` does that for the chunks ``j, j+1, ...`` as the Python method would, to
+the last bit, and stops at the first chunk that needs Python: a thread's first fault, one that joins two
+threads into a numa group (``task_numa_group``), the first fault of a thread in a new
+scan pass (``task_numa_placement``), a chunk on a slow memory tier (promotion). The
+caller does that one in Python and calls again from the next.
+
+The state is :class:`NumaBalancing`'s arrays: per thread its faults of this pass by
+memory and CPU node (``[node * 2 + private]``), its locality counts (remote, local,
+failed), the scan pass it last folded, its preferred node and its group (the process,
+-1: none); per group its faults by memory and CPU node and, for the v4.4 era, its active
+nodes; per chunk its last fault.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .. import jit
+from .api import CHUNK
+
+__all__ = ["faults", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
+
+jit.fresh(__file__, "api.py")
+
+ERA_313, ERA_44, ERA_61 = range(3)
+ACTIVE_NODE_FRACTION = 3
+
+
+@njit(cache=True)
+def shared_migrate(era, g_mem, g_cpu, g_active, g, dst, src):
+    """should_numa_migrate_memory for a shared page of group ``g`` that passed the two-stage filter."""
+    if era == ERA_313:
+        return True  # the two-stage filter alone
+    if era == ERA_44:
+        # Pseudo-interleaving (v3.15-v4.18): only into an active node; out of an inactive
+        # one always; between active nodes from the busier to the less used (1/4 hysteresis).
+        if not g_active[g, dst]:
+            return False
+        if not g_active[g, src]:
+            return True
+        return g_mem[g, dst] < g_mem[g, src] * 3 / 4
+    if g_cpu[g, dst] > g_cpu[g, src] * ACTIVE_NODE_FRACTION:
+        return True
+    return g_cpu[g, dst] * g_mem[g, src] * 3 > g_cpu[g, src] * g_mem[g, dst] * 4
+
+
+@njit(cache=True)
+def within_rate_limit(rate, node, window, limit):
+    """Kernels 3.8-4.18 let at most ``limit`` bytes per 100 ms window migrate into a node (``limit < 0``:
+    no limit); ``rate``: per node, the window last counted and the bytes moved in it."""
+    if limit < 0:
+        return True
+    used = rate[1, node] if rate[0, node] == window else 0
+    rate[0, node] = window
+    if used + CHUNK > limit:
+        rate[1, node] = used
+        return False
+    rate[1, node] = used + CHUNK
+    return True
+
+
+@njit(cache=True)
+def faults(j, c_tid, c_off, c_nid, dst_out, cpu_nid, may, free, slow, l_tid, l_nid, known,
+           membuf, cpubuf, loc, seq, pref, group, g_mem, g_cpu, g_active,
+           proc, mm_seq, era, rate, window, limit):
+    """Fault the marked chunks from ``j`` on (thread ``c_tid``, -1: none; its last-fault slot ``c_off``;
+    its node ``c_nid``), writing the node each moves to (``dst_out``, -1: stays); returns the first
+    chunk left to Python, or the number of chunks. ``cpu_nid``, ``may``: each thread's node and
+    whether its memory policy lets its pages move there; ``free``: each node's free bytes; ``known``:
+    whether a thread has statistics yet (its first fault creates them, in Python)."""
+    n = c_tid.size
+    while j < n:
+        tid = c_tid[j]
+        if tid < 0:
+            dst_out[j] = -1
+            j += 1
+            continue
+        mem_nid = c_nid[j]
+        if slow[mem_nid]:
+            return j
+        off = c_off[j]
+        prev = l_tid[off]
+        priv = 1 if prev < 0 or prev == tid else 0
+        if not known[tid] or (priv == 0 and (group[tid] != proc or group[prev] != proc)) or seq[tid] != mm_seq:
+            return j
+        prev_nid = l_nid[off]
+        nid = cpu_nid[tid]
+        l_tid[off] = tid
+        l_nid[off] = nid
+        local = mem_nid == nid
+        migrate = False
+        if not local and may[tid]:
+            if (pref[tid] < 0 or seq[tid] <= 4) and priv:
+                migrate = True
+            elif prev >= 0 and prev_nid != nid:
+                migrate = False
+            elif prev == tid or group[tid] < 0:
+                migrate = True
+            else:
+                migrate = shared_migrate(era, g_mem, g_cpu, g_active, group[tid], nid, mem_nid)
+        dst = -1
+        if migrate:
+            if free[nid] >= CHUNK and within_rate_limit(rate, nid, window, limit):
+                dst = nid
+                mem_nid = nid
+            else:
+                loc[tid, 2] += 1.0  # MIGRATE_FAIL: the scan period will double
+        membuf[tid, 2 * mem_nid + priv] += 1.0
+        cpubuf[tid, 2 * nid + priv] += 1.0
+        loc[tid, 1 if local else 0] += 1.0
+        dst_out[j] = dst
+        j += 1
+    return n
