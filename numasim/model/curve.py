@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import OptimizeWarning, curve_fit
 
 __all__ = ["LoadedLatencyCurve"]
 
@@ -36,6 +35,8 @@ class LoadedLatencyCurve:
 
         def g(u: NDArray[np.float64], a: float, b: float) -> NDArray[np.float64]:
             return 1.0 + a * u**b
+
+        from scipy.optimize import OptimizeWarning, curve_fit  # 0.5 s to import: only where a curve is fitted
 
         with warnings.catch_warnings():
             # Two points fit both parameters exactly, and the covariance scipy warns about is not used.

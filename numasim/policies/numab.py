@@ -322,10 +322,11 @@ class NumaBalancing(TaskMoves):
         region's first); None if nothing is touched.
 
         ``mm.pos`` counts touched chunks of the process's regions laid end to end; reaching
-        the end wraps to the start and begins a new scan sequence.
+        the end wraps to the start and begins a new scan sequence. A region's touched chunks
+        are its first ones (the View's promise), found by bisection.
         """
-        touched = [np.flatnonzero(nodes >= 0) for _rid, _owner, nodes in regions]
-        total = sum(len(t) for t in touched)
+        touched = [_touched(nodes) for _rid, _owner, nodes in regions]
+        total = sum(touched)
         if total == 0:
             return None
         if mm.pos >= total:
@@ -333,17 +334,17 @@ class NumaBalancing(TaskMoves):
         lo, hi = mm.pos, mm.pos + budget
         rids, owners, index, nodes_out, offs = [], [], [], [], []
         base = 0
-        for (rid, owner, nodes), idx in zip(regions, touched):
+        for (rid, owner, nodes), k in zip(regions, touched):
             if base >= hi:
                 break
-            if base + len(idx) > lo:
-                sel = idx[max(lo - base, 0): hi - base]
+            if base + k > lo:
+                sel = np.arange(max(lo - base, 0), min(hi - base, k), dtype=np.int64)
                 rids.append(np.full(sel.size, rid, dtype=np.int64))
                 owners.append(np.full(sel.size, owner, dtype=np.int64))
                 index.append(sel)
                 nodes_out.append(nodes[sel])
                 offs.append(sel + last_at[rid])
-            base += len(idx)
+            base += k
         mm.pos = hi
         if mm.pos >= total:
             mm.pos = 0
@@ -489,3 +490,15 @@ class NumaBalancing(TaskMoves):
         self.t_loc[tid] = 0.0
 
     # ------------------------------------------------------------- moves
+
+
+def _touched(nodes: np.ndarray) -> int:
+    """How many chunks of a region are touched: its first ones (a node >= 0), then untouched (-1)."""
+    lo, hi = 0, len(nodes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if nodes[mid] >= 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

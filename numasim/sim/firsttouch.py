@@ -26,14 +26,15 @@ from .layout import (CI_NODE, F_PLAN, I_CPU, I_POD, M_ACCESS, M_CH, M_NODES, M_O
                      M_RG)
 from .memory import N_CAPACITY, N_USED, R_OFF, R_PLAIN, R_SIZE, R_TOUCHED
 
-__all__ = ["touch", "POL_KIND", "POL_NODE", "POL_MASK", "FT_PYTHON", "FT_LOCAL", "FT_PREFERRED", "FT_BIND",
+__all__ = ["touch", "POL_KIND", "POL_NODE", "POL_LOCAL", "POL_MASK", "FT_PYTHON", "FT_LOCAL", "FT_PREFERRED", "FT_BIND",
            "PLAN_ENTRIES"]
 
 jit.fresh(__file__, "layout.py", "memory.py", "../policies/api.py")
 
 # Rows of the pod policy table (a column per pod): how its first touch is placed, the preferred
-# node, then one row per node: 1 if the node is in a bind policy's nodes.
-POL_KIND, POL_NODE, POL_MASK = range(3)
+# node, 1 if its policy is the default (local) one whether it runs or not (Rates._touch_target),
+# then one row per node: 1 if the node is in a bind policy's nodes.
+POL_KIND, POL_NODE, POL_LOCAL, POL_MASK = range(4)
 FT_PYTHON, FT_LOCAL, FT_PREFERRED, FT_BIND = range(4)  # FT_PYTHON: not running, interleaved or by the pod
 PLAN_ENTRIES = 2  # a thread's touch plan: its private region, then its part of the shared one
 

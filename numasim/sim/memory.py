@@ -34,7 +34,8 @@ class AllocationFailure(Exception):
 
 
 # Rows of Memory.rg, one column per region; Memory.nodes, one column per node.
-R_OFF, R_SIZE, R_TOUCHED, R_PLAIN = range(4)  # first chunk in Memory.ch, bytes, bytes touched, 1 if every chunk alike
+R_OFF, R_SIZE, R_TOUCHED, R_PLAIN, R_POD, R_PROC = range(6)  # first chunk in Memory.ch, bytes, bytes touched,
+# 1 if every chunk alike, pod, process
 N_CAPACITY, N_USED = range(2)
 
 
@@ -95,7 +96,7 @@ class Memory:
         self.capacity, self.used = self.nodes[N_CAPACITY], self.nodes[N_USED]
         self.regions: list[Region] = []
         self.ch = np.zeros(0, dtype=np.int64)
-        self.rg = np.zeros((4, 0), dtype=np.int64)
+        self.rg = np.zeros((6, 0), dtype=np.int64)
         self._placed_all = np.zeros((0, n), dtype=np.int64)  # bytes, regions x nodes (room to grow)
         self._access_all = np.zeros((0, n))  # bytes x access weight, regions x nodes
         self._n_ch = 0
@@ -108,14 +109,14 @@ class Memory:
         """The per-region views for ``n_regions`` regions, growing the arrays (doubling) when full."""
         if n_regions > self.rg.shape[1]:
             cap = max(8, 2 * n_regions)
-            self.rg = np.concatenate([self.rg, np.zeros((4, cap - self.rg.shape[1]), dtype=np.int64)], axis=1)
+            self.rg = np.concatenate([self.rg, np.zeros((6, cap - self.rg.shape[1]), dtype=np.int64)], axis=1)
             grow = cap - self._placed_all.shape[0]
             self._placed_all = np.vstack([self._placed_all, np.zeros((grow, self.machine.n_nodes), dtype=np.int64)])
             self._access_all = np.vstack([self._access_all, np.zeros((grow, self.machine.n_nodes))])
         self._placed = self._placed_all[:n_regions]
         self._access = self._access_all[:n_regions]
-        self._region_pod = np.array([r.pod for r in self.regions], dtype=np.int64)
-        self._region_proc = np.array([r.proc for r in self.regions], dtype=np.int64)
+        self._region_pod = self.rg[R_POD, :n_regions]
+        self._region_proc = self.rg[R_PROC, :n_regions]
 
     def arrays(self) -> tuple:
         """What the compiled first touch reads and updates: chunk nodes, region columns, bytes and weighted
@@ -134,7 +135,7 @@ class Memory:
                                                        dtype=np.int64)])
         self.regions.append(Region(pod, owner, int(size), weight, proc, rid, self, self.ch[self._n_ch: self._n_ch + n]))
         self._resize(rid + 1)
-        self.rg[:, rid] = (self._n_ch, int(size), 0, 1 if weight is None else 0)
+        self.rg[:, rid] = (self._n_ch, int(size), 0, 1 if weight is None else 0, pod, proc)
         self._n_ch += n
         if grown:
             for reg in self.regions:  # their views of the old array

@@ -12,7 +12,8 @@ from numpy.typing import NDArray
 from ..errors import PolicyError
 from ..policies.api import MigratePages, MoveChunks
 from . import layout
-from .firsttouch import FT_BIND, FT_LOCAL, FT_PREFERRED, FT_PYTHON, PLAN_ENTRIES, POL_KIND, POL_MASK, POL_NODE
+from .firsttouch import (FT_BIND, FT_LOCAL, FT_PREFERRED, FT_PYTHON, PLAN_ENTRIES, POL_KIND, POL_LOCAL, POL_MASK,
+                         POL_NODE)
 from .memory import CHUNK, AllocationFailure
 from .state import DEAD, WORK
 from .trace import PodInstance
@@ -72,6 +73,7 @@ class PageRuntime:
         col = self._pol[:, pod.index]
         col[:] = 0
         mp = pod.mempolicy
+        col[POL_LOCAL] = mp.kind == "local" or (mp.kind == "preferred" and not mp.nodes)
         if pod.status != "running" or pod.profile.private_touch == "pod" or (mp.kind == "interleave" and mp.nodes):
             col[POL_KIND] = FT_PYTHON
         elif mp.kind == "preferred" and mp.nodes:

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import core, layout
+from .firsttouch import POL_LOCAL
 from .perf import LINE, RateInputs, solve_rates, thread_latency
 from .state import TOUCH, WORK
 
@@ -80,7 +81,11 @@ class Rates:
         """Where the pages a touching thread allocates go (rows sum to 1), by memory policy."""
         m = self.machine
         out = np.zeros((tids.size, m.n_nodes))
-        for i, tid in enumerate(tids.tolist()):
+        local = self._pol[POL_LOCAL, self._I[layout.I_POD, tids]] != 0
+        if local.any():  # the default policy: where the thread runs
+            out[np.flatnonzero(local), self._CI[layout.CI_NODE, self._I[layout.I_CPU, tids[local]]]] = 1.0
+        for i in np.flatnonzero(~local).tolist():
+            tid = int(tids[i])
             node = self._cpu_node[self.t_cpu[tid]]
             mp = self.pods[self.t_pod[tid]].mempolicy
             if mp.kind == "interleave":

@@ -110,7 +110,8 @@ class SimView:
         return tuple(zip(self._sim.proc_pod, self._sim.proc_tids))
 
     def process_regions(self, proc: int) -> list[tuple[int, int, NDArray[np.int64]]]:
-        """A process's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
+        """A process's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched).
+        Chunks are first-touched in address order: a region's touched chunks are its first ones."""
         mem = self._sim.memory
         return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.proc == proc]
 
