@@ -13,8 +13,9 @@ cannot; a stop-the-world pause blocks and wakes every thread of its pod. Each sa
 about 0.4 ms plus 0.5 us per sampled value (measured: 2 threads on 44 CPUs 0.4 ms, 80 threads
 on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run allocates and keeps: the samples
 (the sampled values, plus about 4 KiB each for the time series built from them: measured
-4.3 and 16.5 KiB a sample on the same two scenarios), queued requests and the chunk store
-(24 bytes per 2 MiB of pod memory).
+4.3 and 16.5 KiB a sample on the same two scenarios), queued requests, the chunk store
+(24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
+measurement window) and the random numbers drawn ahead for its arrivals (16 KiB).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ SAMPLE_CPU_S_PER_VALUE = 5e-7
 SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
 SAMPLE_BYTES = 4096  # per sample, whatever its size
 QUEUED_REQUEST_BYTES = 40  # an arrival time waiting in an open pod's queue
+# Per pod: its response-time histogram (N_BINS 4-byte counts, one per measurement window: the run's and
+# each SLA level's) and its two rows of random numbers drawn ahead for arrivals (2 x 1,024 floats).
+HISTOGRAM_BYTES = 4096 * 4
+POD_DRAW_BYTES = 2 * 1024 * 8
 SAMPLED_PER_THREAD = 16 + 1  # counters sampled per thread, plus its row of per-node misses per node
 DEFAULT_MAX_WORK_S = 4 * 3600.0  # estimated CPU time above which a run needs --max-work
 MAX_MEMORY_BYTES = 8 * 2**30  # estimated memory of one simulation above which it is refused
@@ -106,8 +111,9 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         sample_s += n * n_samples * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
+        windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
         memory = max(memory, n_samples * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0
-                     + queued * QUEUED_REQUEST_BYTES)
+                     + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + sample_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
 

@@ -155,3 +155,22 @@ def test_a_run_is_the_same_when_python_places_every_touch(monkeypatch):
         assert any(n >= 0 for nodes in tr["memory"] for n in nodes), label
         for key, value in tr.items():
             assert value == python[label][key], (label, key)
+
+
+def test_the_region_arrays_a_policy_holds_stay_live_when_later_pods_add_regions():
+    # The View hands out each region's chunk nodes as a view; pods admitted later add regions, and the
+    # memory reserved at the start means the arrays are never moved, so a view held across ticks follows.
+    from numasim.runner import _simulate
+
+    data = small_scenario(pods=[{"name": "early", "threads": 2, "memory": "1GiB", "profile": "java"},
+                                {"name": "late", "threads": 3, "memory": "2GiB", "profile": "java", "start": "1s"}],
+                          policies=[{"label": "cfs", "policy": "cfs"}], duration="2s", warmup="0.1s", replications=1)
+    scenario = numasim.from_dict(data)
+    sim, _metrics, _trace = _simulate(scenario, scenario.variants[0], 1, 500_000_000)
+    held = sim.view.pod_regions(0)
+    assert len(sim.memory.regions) == 3  # the late pod has none yet
+    sim.advance(2_000_000_000)
+    assert len(sim.memory.regions) == 7 and (sim.memory.regions[-1].node >= 0).any()
+    for rid, _owner, nodes in held:
+        assert np.shares_memory(nodes, sim.memory.regions[rid].node)
+        assert np.array_equal(nodes, sim.memory.regions[rid].node) and (nodes >= 0).any()

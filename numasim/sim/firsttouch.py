@@ -70,6 +70,8 @@ def _span(rg, rid, take):
 def touch(M, I, CI, F, tid, amount):
     """Thread ``tid`` first-touches ``amount`` bytes (rounded half to even, as Python's ``round``);
     True if placed here, False if left to Python (nothing changed)."""
+    if not np.isfinite(amount):
+        return False  # Python's round() refuses it, as it should
     ch, rg, placed, access, nodes, order = M[M_CH], M[M_RG], M[M_PLACED], M[M_ACCESS], M[M_NODES], M[M_ORDER]
     pol, plan = M[M_POL], M[M_PLAN]
     pod = I[I_POD, tid]

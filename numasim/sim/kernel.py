@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from ..errors import NumasimError, PolicyError
 from ..model.machine import Machine
 from ..policies.api import (
+    CHUNK,
     PAGE,
     Policy,
 )
@@ -123,6 +124,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
             p.procs = tuple(procs)
             self.proc_pod += [p.index] * len(procs)
             self.proc_tids += procs
+        # Every chunk any pod can have (its regions' sizes add up to its memory, each rounded up to a
+        # chunk), so that the regions' node arrays the View hands out stay live views for the run.
+        self.memory.reserve(sum(p.spec.memory // CHUNK + p.spec.processes + p.spec.threads for p in pods))
         self.t_proc = [0] * tids
         for proc, members in enumerate(self.proc_tids):
             for t in members:

@@ -54,7 +54,7 @@ class Region:
     proc: int  # the process whose address space it is in
     rid: int
     mem: "Memory"
-    node: NDArray[np.int64]  # each chunk's node, -1 while untouched: a view of the memory's array (Memory._repoint)
+    node: NDArray[np.int64]  # each chunk's node, -1 while untouched: a view of Memory.ch (see Memory.reserve)
 
     @property
     def touched(self) -> int:
@@ -117,6 +117,15 @@ class Memory:
         self._access = self._access_all[:n_regions]
         self._region_pod = self.rg[R_POD, :n_regions]
         self._region_proc = self.rg[R_PROC, :n_regions]
+
+    def reserve(self, chunks: int) -> None:
+        """Room for ``chunks`` chunks in all, so that ``Memory.ch`` is never reallocated while they are added:
+        each region's ``node`` (which the View hands to policies) stays a live view for the whole run."""
+        if chunks > self.ch.size:
+            self.ch = np.concatenate([self.ch, np.full(chunks - self.ch.size, -1, dtype=np.int64)])
+            for reg in self.regions:
+                off = int(self.rg[R_OFF, reg.rid])
+                reg.node = self.ch[off: off + reg.n_chunks]
 
     def arrays(self) -> tuple:
         """What the compiled first touch reads and updates: chunk nodes, region columns, bytes and weighted

@@ -135,14 +135,14 @@ class SimView:
         last brought up to date (what :func:`numasim.sim.core.integrate` would add; nothing is integrated)."""
         s = self._sim
         since = np.maximum(s.env.now - s._I[I_LAST], 0)
-        return s._F[F_CPU] + s._F[F_SHARE] * since
+        return _ro(s._F[F_CPU] + s._F[F_SHARE] * since)
 
     def thread_runnable_time(self) -> NDArray[np.float64]:
         """Time each thread has spent runnable (running or waiting for a CPU) so far, ns (as
         :meth:`thread_cpu_time`: a thread with no share is asleep, not runnable)."""
         s = self._sim
         since = np.where(s._F[F_SHARE] != 0.0, np.maximum(s.env.now - s._I[I_LAST], 0), 0)
-        return s._F[F_CPU] + s._F[F_WAIT] + since
+        return _ro(s._F[F_CPU] + s._F[F_WAIT] + since)
 
 
 def _ro(a: NDArray) -> NDArray:
