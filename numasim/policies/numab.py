@@ -36,7 +36,6 @@ kept and simplified. In short:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -45,6 +44,7 @@ import numpy as np
 from .api import CHUNK, Charge, Decision, MoveChunks
 from .numab_faults import ACTIVE_NODE_FRACTION, ERA_313, ERA_44, ERA_61, faults, shared_migrate, within_rate_limit
 from .numab_moves import MS, TaskMoves
+from .numab_period import ScanPeriod
 from .tiering import Tiering
 
 if TYPE_CHECKING:
@@ -53,9 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NumaBalancing"]
 
-PERIOD_SLOTS = 10
-PERIOD_THRESHOLD = 7
-MAX_SCAN_WINDOW_MB_S = 2560
 
 
 @dataclass
@@ -87,7 +84,7 @@ class _Mm:
     pos: int = 0  # chunk offset of the scan in the process's address space
 
 
-class NumaBalancing(TaskMoves):
+class NumaBalancing(ScanPeriod, TaskMoves):
     """The state and mechanism of automatic NUMA balancing for one simulation."""
 
     def __init__(self, machine: "Machine", opts, rng: np.random.Generator, imb_numa_nr: int, numa_pct: int):
@@ -112,6 +109,8 @@ class NumaBalancing(TaskMoves):
         self.rate = np.full((2, machine.n_nodes), -1, dtype=np.int64)  # per node: 100 ms window, bytes migrated in it
         self.rate[1] = 0
         self.era = {"3.13": ERA_313, "4.4": ERA_44}.get(opts.numa_balancing_kernel, ERA_61)
+        limit = opts.migrate_rate_limit_mbps  # bytes a node may take per 100 ms window; -1: no limit
+        self.rate_limit = -1.0 if limit is None else limit * 2**20 / 10
         self.t_pref: np.ndarray | None = None  # the per-thread and per-group arrays: at the first tick (_alloc)
         self.tick_ns = 10 * MS
         # Memory tiering: CPU-less nodes are the slow tier (numasim/policies/tiering.py).
@@ -156,33 +155,6 @@ class NumaBalancing(TaskMoves):
             grow = np.full(at - self.l_tid.size, -1, dtype=np.int64)
             self.l_tid = np.concatenate([self.l_tid, grow])
             self.l_nid = np.concatenate([self.l_nid, grow])
-
-    def _windows(self, rss: int) -> int:
-        return max(1, math.ceil(rss / (self.o.scan_size_mb * 2**20)))
-
-    def _scan_min(self, rss: int) -> float:
-        floor = 1000.0 / (MAX_SCAN_WINDOW_MB_S / self.o.scan_size_mb)
-        return max(floor, self.o.scan_period_min_ms / self._windows(rss))
-
-    def _scan_start(self, rss: int, tid: int) -> float:
-        """task_scan_start: the first period after the initial delay."""
-        smin = self._scan_min(rss)
-        g = self.groups.get(self.group_of.get(tid, -1))
-        if g is None:
-            return smin
-        t = self.tasks[tid]
-        shared, private = t.mem[:, 0].sum(), t.mem[:, 1].sum()
-        return max(smin, smin * len(g.tasks) * (shared + 1) / (private + shared + 1))
-
-    def _scan_max(self, rss: int, tid: int) -> float:
-        smin = self._scan_min(rss)
-        smax = self.o.scan_period_max_ms / self._windows(rss)
-        g = self.groups.get(self.group_of.get(tid, -1))
-        if g is not None:
-            t = self.tasks[tid]
-            shared, private = t.mem[:, 0].sum(), t.mem[:, 1].sum()
-            smax = max(smax, smax * len(g.tasks) * (shared + 1) / (private + shared + 1))
-        return max(smin, smax)
 
     def _weight(self, tid: int, nid: int, group: bool) -> float:
         if group:
@@ -275,11 +247,9 @@ class NumaBalancing(TaskMoves):
             c_tid[shared] = tids[self.rng.choice(len(tids), size=n_shared, p=weights / wsum)]
         dst = np.full(n, -1, dtype=np.int64)
         out: list[Decision] = []
-        limit = self.o.migrate_rate_limit_mbps
         args = (c_tid, c_off, c_nid, dst, self._cpu_nid, self._may, free, self._slow, self.l_tid, self.l_nid,
                 self.t_known, self.t_membuf, self.t_cpubuf, self.t_loc, self.t_seq, self.t_pref, self.t_group, self.g_mem,
-                self.g_cpu, self.g_active, proc, mm.seq, self.era, self.rate, sim.now // (100 * MS),
-                -1.0 if limit is None else limit * 2**20 / 10)
+                self.g_cpu, self.g_active, proc, mm.seq, self.era, self.rate, sim.now // (100 * MS), self.rate_limit)
         j = faults(0, *args)
         while j < n:
             # What the compiled faults leave to Python: a group join, a task's placement, a slow-tier page.
@@ -382,9 +352,7 @@ class NumaBalancing(TaskMoves):
                                          cpu_nid, mem_nid)
         dst = None
         if migrate:
-            limit = self.o.migrate_rate_limit_mbps
-            if free[cpu_nid] >= CHUNK and within_rate_limit(self.rate, cpu_nid, sim.now // (100 * MS),
-                                                             -1.0 if limit is None else limit * 2**20 / 10):
+            if free[cpu_nid] >= CHUNK and within_rate_limit(self.rate, cpu_nid, sim.now // (100 * MS), self.rate_limit):
                 dst = cpu_nid
                 mem_nid = cpu_nid
             else:
@@ -469,25 +437,6 @@ class NumaBalancing(TaskMoves):
         if self.t_pref[tid] != before and self.o.numa_balancing_kernel != "6.1":
             task.retry = 0  # before 4.19 placement called numa_migrate_preferred at once
         self._update_period(task, tid, sim, buf_shared, buf_private)
-
-    def _update_period(self, task: _Task, tid: int, sim: "View", shared: float, private: float) -> None:
-        """update_task_scan_period: slow down when mostly local or private, speed up otherwise."""
-        rss = sim.process_memory(int(sim.thread_process[tid]))
-        remote, local, failed = self.t_loc[tid].tolist()
-        if local + shared == 0 or failed:
-            task.period_ms = min(self._scan_max(rss, tid), task.period_ms * 2)
-            return
-        slot = math.ceil(task.period_ms / PERIOD_SLOTS)
-        lr = int(local * PERIOD_SLOTS / (local + remote)) if local + remote else 0
-        ps = int(private * PERIOD_SLOTS / (private + shared)) if private + shared else 0
-        if ps >= PERIOD_THRESHOLD:
-            diff = max(1, ps - PERIOD_THRESHOLD) * slot
-        elif lr >= PERIOD_THRESHOLD:
-            diff = max(1, lr - PERIOD_THRESHOLD) * slot
-        else:
-            diff = -(PERIOD_THRESHOLD - max(lr, ps)) * slot
-        task.period_ms = float(np.clip(task.period_ms + diff, self._scan_min(rss), self._scan_max(rss, tid)))
-        self.t_loc[tid] = 0.0
 
     # ------------------------------------------------------------- moves
 

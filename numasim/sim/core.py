@@ -144,6 +144,7 @@ def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
             F[F_DEBT, tid] = debt - pay
             work -= pay
         phase = I[I_PHASE, tid]
+        touched = -1.0  # bytes first-touched meanwhile (-1: none)
         if phase == WORK:
             ops = work / F[F_TAU, tid]
             F[F_OPS, tid] += ops
@@ -157,18 +158,15 @@ def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
             if grow != 0.0 and F[F_PLAN, tid] > 0.0 and work > 0.0:
                 # The thread's memory grows as it works: the new pages are first-touched where
                 # it ran since its last integration (its CPU changes only after one).
-                if k == 0 and touch(M, I, CI, F, tid, work * grow):
-                    ctl[DIRTY] = 1
-                else:
-                    s[S_TOUCH, k] = tid
-                    sf[SF_TOUCH, k] = work * grow
-                    k += 1
+                touched = work * grow
         elif phase == TOUCH and work > 0.0:
-            if k == 0 and touch(M, I, CI, F, tid, work * LINE / F[F_TAU, tid]):
+            touched = work * LINE / F[F_TAU, tid]
+        if touched >= 0.0:
+            if k == 0 and touch(M, I, CI, F, tid, touched):
                 ctl[DIRTY] = 1
             else:
                 s[S_TOUCH, k] = tid
-                sf[SF_TOUCH, k] = work * LINE / F[F_TAU, tid]
+                sf[SF_TOUCH, k] = touched
                 k += 1
     ctl[N_TOUCH] = k
     return k - k0

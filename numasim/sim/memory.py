@@ -122,10 +122,7 @@ class Memory:
         """Room for ``chunks`` chunks in all, so that ``Memory.ch`` is never reallocated while they are added:
         each region's ``node`` (which the View hands to policies) stays a live view for the whole run."""
         if chunks > self.ch.size:
-            self.ch = np.concatenate([self.ch, np.full(chunks - self.ch.size, -1, dtype=np.int64)])
-            for reg in self.regions:
-                off = int(self.rg[R_OFF, reg.rid])
-                reg.node = self.ch[off: off + reg.n_chunks]
+            self._grow_chunks(chunks)
 
     def arrays(self) -> tuple:
         """What the compiled first touch reads and updates: chunk nodes, region columns, bytes and weighted
@@ -138,19 +135,20 @@ class Memory:
         n = -(-int(size) // CHUNK)
         rid = len(self.regions)
         weight = _weights(n, hot) if hot is not None and n > 1 else None
-        grown = self._n_ch + n > self.ch.size
-        if grown:
-            self.ch = np.concatenate([self.ch, np.full(max(self._n_ch + n, 2 * self.ch.size) - self.ch.size, -1,
-                                                       dtype=np.int64)])
+        if self._n_ch + n > self.ch.size:
+            self._grow_chunks(max(self._n_ch + n, 2 * self.ch.size))
         self.regions.append(Region(pod, owner, int(size), weight, proc, rid, self, self.ch[self._n_ch: self._n_ch + n]))
         self._resize(rid + 1)
         self.rg[:, rid] = (self._n_ch, int(size), 0, 1 if weight is None else 0, pod, proc)
         self._n_ch += n
-        if grown:
-            for reg in self.regions:  # their views of the old array
-                off = int(self.rg[R_OFF, reg.rid])
-                reg.node = self.ch[off: off + reg.n_chunks]
         return rid
+
+    def _grow_chunks(self, chunks: int) -> None:
+        """Room for ``chunks`` chunks in ``ch``; the regions' ``node`` views move to the new array."""
+        self.ch = np.concatenate([self.ch, np.full(chunks - self.ch.size, -1, dtype=np.int64)])
+        for reg in self.regions:
+            off = int(self.rg[R_OFF, reg.rid])
+            reg.node = self.ch[off: off + reg.n_chunks]
 
     def placed(self, rid: int) -> NDArray[np.int64]:
         """Bytes of region ``rid`` on each node (a copy)."""
