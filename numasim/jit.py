@@ -1,4 +1,18 @@
-"""Keep numba's on-disk cache of numasim's compiled functions true to the source.
+"""numasim's compiled functions: how they are compiled, and their on-disk cache kept true to the source.
+
+:func:`kernel` compiles a function of the event path: numba's ``njit(cache=True)`` without
+its reference counting of arrays (``_nrt=False``). numba counts references to every array a
+compiled function receives, at its entry and at each exit, with atomic instructions and a
+call each; the event path's functions take 20 to 30 arrays and call one another several
+times an event, and this counting was 40 % of the compiled code's time (perf, pacific's
+``taskset-naive``). The arrays belong to the Python side, which outlives every call, so
+the counts are never needed; the price is that a kernel can't allocate an array (numba
+refuses to compile one that does: scratch comes from :class:`numasim.sim.layout.Scratch`).
+numba's maintainers use the same option for the same reason
+(https://github.com/numba/numba/issues/2345, https://github.com/numba/numba/issues/2350);
+it is underscored, so a numba without it gets plain ``njit(cache=True)``: the same
+results, slower.
+
 
 numba's ``cache=True`` checks only the file that defines a function: code it calls from
 another file, and constants it imports, are frozen into the cached machine code. Each
@@ -13,7 +27,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-__all__ = ["fresh"]
+from numba import njit
+from numba.core.options import DefaultOptions
+
+__all__ = ["fresh", "kernel"]
+
+kernel = njit(cache=True, _nrt=False) if hasattr(DefaultOptions, "_nrt") else njit(cache=True)
 
 
 def fresh(module_file: str, *deps: str) -> None:

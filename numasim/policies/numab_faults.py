@@ -19,7 +19,6 @@ nodes; per chunk its last fault.
 
 from __future__ import annotations
 
-from numba import njit
 
 from .. import jit
 from .api import CHUNK
@@ -32,7 +31,7 @@ ERA_313, ERA_44, ERA_61 = range(3)
 ACTIVE_NODE_FRACTION = 3
 
 
-@njit(cache=True)
+@jit.kernel
 def shared_migrate(era, g_mem, g_cpu, g_active, g, dst, src):
     """should_numa_migrate_memory for a shared page of group ``g`` that passed the two-stage filter."""
     if era == ERA_313:
@@ -50,7 +49,7 @@ def shared_migrate(era, g_mem, g_cpu, g_active, g, dst, src):
     return g_cpu[g, dst] * g_mem[g, src] * 3 > g_cpu[g, src] * g_mem[g, dst] * 4
 
 
-@njit(cache=True)
+@jit.kernel
 def within_rate_limit(rate, node, window, limit):
     """Kernels 3.8-4.18 let at most ``limit`` bytes per 100 ms window migrate into a node (``limit < 0``:
     no limit); ``rate``: per node, the window last counted and the bytes moved in it."""
@@ -65,7 +64,7 @@ def within_rate_limit(rate, node, window, limit):
     return True
 
 
-@njit(cache=True)
+@jit.kernel
 def faults(j, c_tid, c_off, c_nid, dst_out, cpu_nid, may, free, slow, l_tid, l_nid, known,
            membuf, cpubuf, loc, seq, pref, group, g_mem, g_cpu, g_active,
            proc, mm_seq, era, rate, window, limit):

@@ -16,7 +16,6 @@ within the SIS_UTIL scan budget (docs/model.md keeps what it models).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
 from .. import jit
@@ -99,7 +98,7 @@ def check_packed(W: object, ncpu: int) -> str | None:
     return None if ok else "CPU, core and LLC numbers within the machine, each LLC's CPUs ascending"
 
 
-@njit(cache=True)
+@jit.kernel
 def wake_packed(W, nr, prev, this, allowed):
     """:func:`wake_cpu` over the tables packed by :meth:`WakeTables.packed`; ``allowed``: a mask of
     the CPUs the thread may use (every CPU's entry true when it may use all)."""
@@ -111,7 +110,7 @@ def wake_packed(W, nr, prev, this, allowed):
                     W[r + 2, :n_llc], W[r + 3 + n_llc:, :ways], W[r + 1, :ncpu], smt != 0, pct_mc)
 
 
-@njit(cache=True)
+@jit.kernel
 def least_loaded(nr, allowed, core_cpus, smt):
     """The :class:`~numasim.policies.api.LeastLoaded` rule: of the CPUs ``allowed`` (a mask), the one with
     the fewest threads queued (``nr``), then with ``smt`` the fewest on the rest of its core
@@ -130,12 +129,12 @@ def least_loaded(nr, allowed, core_cpus, smt):
     return best
 
 
-@njit(cache=True)
+@jit.kernel
 def _ok(allowed, c):
     return allowed.size == 0 or allowed[c]
 
 
-@njit(cache=True)
+@jit.kernel
 def wake_cpu(nr, prev, this, allowed, span_of, pct, llc_span_of, llc_cpus, llc_len, core_cpus, cpu_core,
              smt, pct_mc):
     """The CPU a waking thread goes to, or -1 when no CPU it may use was found (the caller then
@@ -154,7 +153,7 @@ def wake_cpu(nr, prev, this, allowed, span_of, pct, llc_span_of, llc_cpus, llc_l
                                 smt, pct_mc)
 
 
-@njit(cache=True)
+@jit.kernel
 def _wake_affine(nr, this, prev, pct, llc_span_of):
     if nr[this] == 0 and llc_span_of[this] == llc_span_of[prev]:
         return prev if nr[prev] == 0 else this
@@ -166,7 +165,7 @@ def _wake_affine(nr, this, prev, pct, llc_span_of):
     return this if this_eff < prev_eff else prev
 
 
-@njit(cache=True)
+@jit.kernel
 def _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_len, core_cpus, cpu_core, smt,
                          pct_mc):
     if nr[target] == 0 and _ok(allowed, target):

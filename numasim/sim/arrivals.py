@@ -9,7 +9,6 @@ Python in batches into ``Scratch.draws`` (``layout.arrival_rows``).
 
 from __future__ import annotations
 
-from numba import njit
 
 from .. import jit
 
@@ -33,7 +32,7 @@ def interarrival(rate_ns: float) -> float:
 
 
 
-@njit(cache=True)
+@jit.kernel
 def arrival(F, I, B, P, D, Q, ctl, H, p, now):
     """Pod ``p``'s next open-mode request arrives now (the heap's top entry, popped here): it joins
     the pod's queue, the next arrival is drawn (exponential, at the pod's current rate) while
@@ -69,14 +68,14 @@ def arrival(F, I, B, P, D, Q, ctl, H, p, now):
     return 0
 
 
-@njit(cache=True)
+@jit.kernel
 def _idle_worker(I, B, t):
     """A worker waiting for a request: working, not paused, held or queued."""
     return (B[B_WAITING, t] and I[I_PHASE, t] == WORK and not B[B_PAUSED, t] and not B[B_HELD, t]
             and not B[B_ACTIVE, t])
 
 
-@njit(cache=True)
+@jit.kernel
 def next_arrival(F, I, P, D, ctl, H, p, now):
     """Put pod ``p``'s next arrival in the heap, an exponential time from ``now`` at its current
     mean time between arrivals (``p_interarrival``, ns); NEEDS_DRAWS if its numbers are used up."""
@@ -89,7 +88,7 @@ def next_arrival(F, I, P, D, ctl, H, p, now):
     return 0
 
 
-@njit(cache=True)
+@jit.kernel
 def take_request(F, I, P, Q, tid):
     """Start the next request of ``tid``'s pod's open-mode queue (a ring per pod in ``Q``), if there is one."""
     pod = I[I_POD, tid]

@@ -3,7 +3,7 @@
 These functions work on the runtime's :class:`~numasim.sim.store.Store` buffers as numpy
 arrays (the rows and scratch slots are :mod:`numasim.sim.layout`'s), a row per field and
 a column per thread (``F`` floats, ``I`` ints, ``B`` flags) or per CPU (``CF``, ``CI``),
-and are compiled by numba (``@njit``); with
+and are compiled by numba (:func:`numasim.jit.kernel`: no array is allocated here); with
 ``NUMBA_DISABLE_JIT=1`` the same code runs as plain Python (the test suite runs the
 engine both ways and compares). Each does, for several threads at once and in the
 order the Python runtime did it, what one runtime method did, so results are the
@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-from numba import njit
-
 from .. import jit
 
 from .layout import (B_ACTIVE, CF_BUSY, CF_LAT, CI_HEAD, CI_NR, CI_TAIL, DIRTY, F_CAP, F_CPU, F_DEBT, F_GROW, F_LOCAL,
                      F_MISS, F_MISSES, F_MISS_LOCAL, F_OPS, F_PENDING, F_PLAN, F_REFILL, F_REQ_LEFT, F_SHARE,
                      F_STALL, F_TAU, F_WAIT, HEAP_N, INTEGRATED, I_CPU, I_GEN, I_LAST, I_NEXT, I_PHASE, I_PREV,
                      I_WGEN, K_SWITCH, K_TOUCH_STEP, NEEDS_SMT, NEEDS_TAU, NEEDS_TOUCH, NOW, N_ARM, N_IN, N_NEED,
-                     N_TIDS, N_TOUCH, SF_EFF, SF_FACT, SF_TOUCH, SMT, STAGE, S_ARM, S_IN, S_NEED, S_TIDS, S_TOUCH,
+                     N_TIDS, N_TOUCH, SF_EFF, SF_FACT, SF_TOUCH, SMT, STAGE, S_ARM, S_IN, S_NEED, S_PICK, S_TIDS, S_TOUCH,
                      TIMER_AT, TIMER_PRE)
 from .firsttouch import touch
 from .perf import LINE
@@ -46,7 +43,7 @@ __all__ = ["integrate", "enqueue", "dequeue", "gather", "shares", "capacities",
 _NEVER = 2.0**62  # ns, about 146 years: an end later than this is no end
 
 
-@njit(cache=True)
+@jit.kernel
 def enqueue(I, B, CI, tid, cpu):
     """Put ``tid`` at the tail of ``cpu``'s runqueue; returns the CPU's new count."""
     I[I_CPU, tid] = cpu
@@ -63,7 +60,7 @@ def enqueue(I, B, CI, tid, cpu):
     return CI[CI_NR, cpu]
 
 
-@njit(cache=True)
+@jit.kernel
 def dequeue(F, I, B, CI, tid):
     """Take ``tid`` off its CPU's runqueue; it gets no share of any CPU."""
     cpu = I[I_CPU, tid]
@@ -84,26 +81,22 @@ def dequeue(F, I, B, CI, tid):
     F[F_CAP, tid] = 0.0
 
 
-@njit(cache=True)
-def gather(I, CI, core_cpus, cpus, n, smt, out):
+@jit.kernel
+def gather(I, CI, core_cpus, cpus, n, smt, out, pick):
     """The threads queued on ``cpus[:n]`` or, with ``smt``, on their cores' CPUs, by CPU and in
-    runqueue order, into ``out``; returns their number."""
-    if smt:
-        picked = np.empty(n * core_cpus.shape[1], dtype=np.int64)
-        m = 0
-        for j in range(n):
-            for s in core_cpus[cpus[j]]:
-                if s >= 0:
-                    picked[m] = s
-                    m += 1
-        order = np.unique(picked[:m])
-    elif n == 1:
-        order = cpus[:1]
-    else:
-        order = np.unique(cpus[:n])
+    runqueue order, into ``out``; returns their number. ``pick`` is scratch (the CPUs, sorted,
+    each once: no allocation)."""
+    m = 0
+    for j in range(n):
+        if smt:
+            for sib in core_cpus[cpus[j]]:
+                if sib >= 0:
+                    m = _insert(pick, m, sib)
+        else:
+            m = _insert(pick, m, cpus[j])
     k = 0
-    for c in order:
-        t = CI[CI_HEAD, c]
+    for j in range(m):
+        t = CI[CI_HEAD, pick[j]]
         while t >= 0:
             out[k] = t
             k += 1
@@ -111,7 +104,21 @@ def gather(I, CI, core_cpus, cpus, n, smt, out):
     return k
 
 
-@njit(cache=True)
+@jit.kernel
+def _insert(a, m, v):
+    """Insert ``v`` into the ascending ``a[:m]`` unless it is there; returns the new length."""
+    j = m
+    while j > 0 and a[j - 1] > v:
+        j -= 1
+    if j > 0 and a[j - 1] == v:
+        return m
+    for i in range(m, j, -1):
+        a[i] = a[i - 1]
+    a[j] = v
+    return m + 1
+
+
+@jit.kernel
 def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
     """Bring the counters of ``tids[:n]`` up to ``now`` at their current rates; returns how
     many threads first-touched memory meanwhile that is not placed yet.
@@ -172,7 +179,7 @@ def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
     return k - k0
 
 
-@njit(cache=True)
+@jit.kernel
 def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, stage):
     """Recompute the shares of the threads on the CPUs ``s[S_IN, :ctl[N_IN]]`` and their next burst ends.
 
@@ -188,7 +195,7 @@ def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, stage):
     """
     tids = s[S_TIDS]
     if stage == 0:
-        n = gather(I, CI, core_cpus, s[S_IN], ctl[N_IN], ctl[SMT] != 0, tids)
+        n = gather(I, CI, core_cpus, s[S_IN], ctl[N_IN], ctl[SMT] != 0, tids, s[S_PICK])
         ctl[N_TIDS] = n
         if n == 0:
             return 0
@@ -212,7 +219,7 @@ def reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, stage):
     return 0
 
 
-@njit(cache=True)
+@jit.kernel
 def shares(F, I, CF, CI, slices, switch_ns, tids, n, eff, need):
     """Each of ``tids[:n]``'s share of its CPU and its switch efficiency (into ``eff``); the
     threads whose time per operation is not known yet go to ``need`` (their number is returned)."""
@@ -235,7 +242,7 @@ def shares(F, I, CF, CI, slices, switch_ns, tids, n, eff, need):
     return k
 
 
-@njit(cache=True)
+@jit.kernel
 def capacities(F, tids, n, eff, fact, smt):
     """Capacity of each of ``tids[:n]``: share x switch efficiency, x its SMT speed ``fact`` with ``smt``."""
     for j in range(n):
@@ -246,7 +253,7 @@ def capacities(F, tids, n, eff, fact, smt):
             F[F_CAP, tid] = F[F_SHARE, tid] * eff[j]
 
 
-@njit(cache=True)
+@jit.kernel
 def reschedule(F, I, B, tids, n, kf, s, ctl, H):
     """Put the end of the burst or touch step of each of ``tids[:n]``, at its current rate, into the heap.
 
@@ -280,7 +287,7 @@ def reschedule(F, I, B, tids, n, kf, s, ctl, H):
     arm(I, s, ctl, H)
 
 
-@njit(cache=True)
+@jit.kernel
 def live(H, I, j):
     """Whether heap entry ``j`` still stands: a burst end of the thread's current generation, or
     the wake-up of its latest think time (generation ``-1 - wgen``); a pod's next arrival
@@ -293,7 +300,7 @@ def live(H, I, j):
     return -1 - gen == I[I_WGEN, H[1, j]]
 
 
-@njit(cache=True)
+@jit.kernel
 def arm(I, s, ctl, H):
     """Make sure a timeout is pending for the earliest thread event.
 
@@ -317,7 +324,7 @@ def arm(I, s, ctl, H):
     ctl[N_ARM] = k + 1
 
 
-@njit(cache=True)
+@jit.kernel
 def _less(H, a, b):
     for r in range(3):
         if H[r, a] != H[r, b]:
@@ -325,13 +332,13 @@ def _less(H, a, b):
     return False
 
 
-@njit(cache=True)
+@jit.kernel
 def _swap(H, a, b):
     for r in range(3):
         H[r, a], H[r, b] = H[r, b], H[r, a]
 
 
-@njit(cache=True)
+@jit.kernel
 def heap_push(H, I, ctl, when, tid, gen):
     """Add a thread event; a full heap first drops its superseded entries (each thread has at most
     two live: a burst end and a wake-up)."""
@@ -357,7 +364,7 @@ def heap_push(H, I, ctl, when, tid, gen):
     ctl[HEAP_N] = n + 1
 
 
-@njit(cache=True)
+@jit.kernel
 def _sift_down(H, j, n):
     while True:
         child = 2 * j + 1
@@ -371,7 +378,7 @@ def _sift_down(H, j, n):
         j = child
 
 
-@njit(cache=True)
+@jit.kernel
 def heap_pop(H, ctl):
     """Take the earliest entry off the heap (the caller reads it at column 0 first)."""
     n = ctl[HEAP_N] - 1

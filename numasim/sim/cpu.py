@@ -49,7 +49,7 @@ class CpuRuntime:
             return self._runqueue(cpus[0])
         ids = np.array(cpus, dtype=np.int64)
         out = self._scratch_tids
-        k = core.gather(self._I, self._CI, self._core_cpus, ids, ids.size, self._smt, out)
+        k = core.gather(self._I, self._CI, self._core_cpus, ids, ids.size, self._smt, out, self._scratch.s[layout.S_PICK])
         return out[:k].tolist()
 
     def _reschedule(self, tids) -> None:

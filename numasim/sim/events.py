@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
 
 from .. import jit
 
@@ -23,7 +22,7 @@ from .layout import (M_COUNT, M_HIST, M_SINCE, M_TOTAL, B_ACTIVE, B_HELD, B_PAUS
                      I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE, NEEDS_PLACE,
                      NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH, NEEDS_XMOVE, NOW, N_AHEAD, N_ARM, N_IN, N_MV,
                      N_TIDS, N_TOUCH, PENDING, PREV, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, P_FIRST, P_THROTTLED,
-                     QUOTA, SINGLE, SMT, S_IN, S_MV_CPU, S_MV_NOW, S_MV_TID, S_WORK,
+                     QUOTA, SINGLE, SMT, S_IN, S_MV_CPU, S_MV_NOW, S_MV_TID, S_PICK, S_WORK,
                      TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_AFFINE, WAKE_BEGIN, WAKE_LEAST_LOADED, WAKE_RULE)
 from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
@@ -44,7 +43,7 @@ _WAKE_PLACED, _WAKE_INTEGRATED, _WAKE_MOVED, _WAKE_RESHARED = range(WAKE_BEGIN +
 _MOVE_INTEGRATED, _MOVE_MOVED, _MOVE_RESHARED = range(MOVE_BEGIN + 1, MOVE_BEGIN + 4)
 
 
-@njit(cache=True)
+@jit.kernel
 def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W):
     """Run the thread events due at ``ctl[NOW]``, earliest first (:meth:`CpuRuntime._run_core`).
 
@@ -135,7 +134,7 @@ def fire(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W
             return need
 
 
-@njit(cache=True)
+@jit.kernel
 def _response_time(M, pod, now, ns):
     """Count a request of ``pod`` completed at ``now`` after ``ns`` in its response-time histogram
     (:class:`numasim.sim.trace.ResponseTimes`), if it completed in the measurement window."""
@@ -148,14 +147,14 @@ def _response_time(M, pod, now, ns):
     total[pod] += ns
 
 
-@njit(cache=True)
+@jit.kernel
 def _stop(ctl, stage, need):
     """Stop for the caller with ``need``; the event goes on at ``stage`` when called again."""
     ctl[PENDING] = stage
     return need
 
 
-@njit(cache=True)
+@jit.kernel
 def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, tid, stage):
     """A thread's burst ended (it is up to now): reschedule the rest of its request, or
     complete it: log the response time; in open mode take the next request of the pod's
@@ -227,7 +226,7 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q,
 _NO_DRAWS = -2
 
 
-@njit(cache=True)
+@jit.kernel
 def pull_one(I, CI, A, D, ctl, cpu):
     """The idle pull a policy may hand the runtime (``Policy.idle_rule``, :class:`~numasim.policies.api.PullOne`):
     the thread that CPU ``cpu``, just fallen idle, pulls, or -1 for none (then the policy's
@@ -265,7 +264,7 @@ def pull_one(I, CI, A, D, ctl, cpu):
     return -1
 
 
-@njit(cache=True)
+@jit.kernel
 def _pull_from(I, CI, A, u_running, u_pick, src, n, cpu):
     """One of the ``n`` threads queued on ``src`` runs (``u_running``); of the others that may run on
     ``cpu``, the one ``u_pick`` picks, or -1 for none."""
@@ -288,7 +287,7 @@ def _pull_from(I, CI, A, u_running, u_pick, src, n, cpu):
     return -1
 
 
-@njit(cache=True)
+@jit.kernel
 def pullable(I, CI, A, cpu, out):
     """The CPUs with two threads or more queued, one of which may run on ``cpu``, ascending, into
     ``out``; returns how many (``View.pullable``)."""
@@ -305,7 +304,7 @@ def pullable(I, CI, A, cpu, out):
     return k
 
 
-@njit(cache=True)
+@jit.kernel
 def wants_idle(CI, ctl):
     """Whether a CPU that fell idle goes to the policy's ``idle()``: never if it has none; with
     ``idle_when = "overloaded"`` only while some CPU has two or more threads queued."""
@@ -319,14 +318,14 @@ def wants_idle(CI, ctl):
     return rule == IDLE_ALWAYS
 
 
-@njit(cache=True)
+@jit.kernel
 def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
     """Take a running thread off its runqueue: the threads of its CPU are brought up to now
     (NEEDS_TOUCH: call again at stage 1), then share the CPU without it (:func:`reshare`'s needs)."""
     cpu = I[I_CPU, tid]
     if stage == 0:
         s[S_IN, 0] = cpu
-        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, s[S_WORK])
+        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, s[S_WORK], s[S_PICK])
         if integrate(F, I, CF, CI, M, s[S_WORK], n, ctl[NOW], s, sf, ctl):
             return NEEDS_TOUCH
     dequeue(F, I, B, CI, tid)
@@ -337,7 +336,7 @@ def block(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
     return reshare(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, 0)
 
 
-@njit(cache=True)
+@jit.kernel
 def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, W, tid, stage):
     """Thread ``tid`` wakes up, if it can run (working, not already queued, paused or held).
 
@@ -401,7 +400,7 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, 
         one = s[S_WORK]
         one[0] = tid
         s[S_IN, 0] = cpu
-        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, one[1:])
+        n = gather(I, CI, core_cpus, s[S_IN], 1, ctl[SMT] != 0, one[1:], s[S_PICK])
         if integrate(F, I, CF, CI, M, one, n + 1, now, s, sf, ctl):
             return _stop(ctl, _WAKE_INTEGRATED, NEEDS_TOUCH)
         stage = _WAKE_INTEGRATED
@@ -420,7 +419,7 @@ def _wake(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q, A, 
     return _quotas(ctl)
 
 
-@njit(cache=True)
+@jit.kernel
 def charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
     """Record a move of ``tid`` from CPU ``old`` to ``cpu`` (into the move log) and charge the cache
     refill it costs: within one LLC only the private caches (up to the L2) are lost, across LLCs
@@ -443,7 +442,7 @@ def charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
     return 0
 
 
-@njit(cache=True)
+@jit.kernel
 def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
     """A policy moves queued thread ``tid`` to CPU ``ctl[CPU]`` (another than its own): the threads
     of both CPUs are brought up to now, it leaves its runqueue, the move is charged
@@ -454,7 +453,7 @@ def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
         ctl[PREV] = I[I_CPU, tid]
         s[S_IN, 0] = ctl[PREV]
         s[S_IN, 1] = cpu
-        n = gather(I, CI, core_cpus, s[S_IN], 2, ctl[SMT] != 0, s[S_WORK])
+        n = gather(I, CI, core_cpus, s[S_IN], 2, ctl[SMT] != 0, s[S_WORK], s[S_PICK])
         if integrate(F, I, CF, CI, M, s[S_WORK], n, ctl[NOW], s, sf, ctl):
             return _stop(ctl, _MOVE_INTEGRATED, NEEDS_TOUCH)
         stage = _MOVE_INTEGRATED
@@ -470,7 +469,7 @@ def _move(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, stage):
     return _quotas(ctl)
 
 
-@njit(cache=True)
+@jit.kernel
 def _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, cpu, old, here, after):
     """Queue ``tid`` (brought up to now) on ``cpu`` and re-share that CPU, and CPU ``old`` too
     unless it is -1; then CFS quotas. NEEDS_SLICES first if the policy's slice for one thread
@@ -491,7 +490,7 @@ def _join(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, tid, cpu, ol
     return _quotas(ctl)
 
 
-@njit(cache=True)
+@jit.kernel
 def _quotas(ctl):
     """NEEDS_QUOTA if any pod's CPU limit can bind (the caller reschedules the quotas of the
     threads just re-shared, and the event is done), else done."""

@@ -18,7 +18,6 @@ in each, in order).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .. import jit
 from ..policies.api import CHUNK
@@ -39,7 +38,7 @@ FT_PYTHON, FT_LOCAL, FT_PREFERRED, FT_BIND = range(4)  # FT_PYTHON: not running,
 PLAN_ENTRIES = 2  # a thread's touch plan: its private region, then its part of the shared one
 
 
-@njit(cache=True)
+@jit.kernel
 def _first_node(order, pol, pod, cpu_node):
     """The node the pod's policy tries first from ``cpu_node`` (-1: none)."""
     kind = pol[POL_KIND, pod]
@@ -54,7 +53,7 @@ def _first_node(order, pol, pod, cpu_node):
     return -1
 
 
-@njit(cache=True)
+@jit.kernel
 def _span(rg, rid, take):
     """Region ``rid`` touched ``take`` bytes further: its new end and the bytes of the chunks
     whose first byte lies in the new part, with the first and last of them."""
@@ -66,7 +65,7 @@ def _span(rg, rid, take):
     return end, first, last, nbytes
 
 
-@njit(cache=True)
+@jit.kernel
 def touch(M, I, CI, F, tid, amount):
     """Thread ``tid`` first-touches ``amount`` bytes (rounded half to even, as Python's ``round``);
     True if placed here, False if left to Python (nothing changed)."""

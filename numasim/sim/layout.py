@@ -58,7 +58,7 @@ M_CH, M_RG, M_PLACED, M_ACCESS, M_NODES, M_ORDER, M_POL, M_PLAN, M_HIST, M_COUNT
 P_FIRST, P_THROTTLED, P_QHEAD, P_QLEN, P_OPEN, P_ARR_E, P_ARR_U = range(7)
 
 # Scratch rows (Scratch.s, ints; Scratch.sf, floats) and control slots (Scratch.ctl).
-S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_MV_CPU, S_MV_NOW = range(9)
+S_IN, S_TIDS, S_NEED, S_TOUCH, S_ARM, S_MV_TID, S_WORK, S_MV_CPU, S_MV_NOW, S_PICK = range(10)
 SF_EFF, SF_TOUCH, SF_FACT = range(3)
 (N_IN, N_TIDS, N_NEED, N_TOUCH, N_ARM, NOW, INTEGRATED, SMT, TIMER_AT, HEAP_N, TID, PENDING,
  STAGE, QUOTA, CPU, LOG_CAP, U_AT, E_AT, N_MV, WAKER, SINGLE, PREV, IDLE_RULE, PULL_RULE, PULL_AT, PULL_TID,
@@ -104,7 +104,7 @@ class Scratch:
     def __init__(self, n_threads: int, n_cpus: int, smt: bool, switch_ns: float, touch_step: float, l2_bytes: float,
                  n_pods: int = 0):
         size = max(n_threads, n_cpus) + 1
-        self.s = np.zeros((9, 4 * size + 64), dtype=np.int64)
+        self.s = np.zeros((10, 4 * size + 64), dtype=np.int64)
         self.sf = np.zeros((3, 4 * size + 64))
         self.ctl = np.zeros(DIRTY + 1, dtype=np.int64)
         self.ctl[LOG_CAP] = 2 * size  # logs longer than this are handed to Python before the next event

@@ -210,13 +210,14 @@ class Rates:
                 out[i] = spent / total
         return out
 
-    def _set_tau(self, tids: NDArray[np.int64]) -> None:
-        """Time per operation of ``tids`` at the current loaded latencies."""
+    def _set_tau(self, tids: NDArray[np.int64], params: tuple | None = None) -> None:
+        """Time per operation of ``tids`` at the current loaded latencies (``params``: their
+        :meth:`_phase_params`, if the caller has them)."""
         if tids.size == 0:
             return
-        if tids.size == 1 and self._set_tau_one(int(tids[0])):
+        if params is None and tids.size == 1 and self._set_tau_one(int(tids[0])):
             return
-        compute, misses, stall, acc, ind, _writes, coherence, lock = self._phase_params(tids)
+        compute, misses, stall, acc, ind, _writes, coherence, lock = params or self._phase_params(tids)
         m = self.machine
         cpus = _gather(self.t_cpu, tids)
         nodes = m.cpu_node[cpus]
@@ -290,15 +291,19 @@ class Rates:
         self._dirty = False
         if alive.size == 0:
             return
-        act = alive[self.v_thread_active[alive]]
+        active = self.v_thread_active[alive]
+        act = alive[active]
+        # What the threads' operations are does not change during the solve: found once.
+        params = self._phase_params(alive)
+        act_params = params if act.size == alive.size else _rows(params, active)
         smt_tids: list[int] = []
         if m.smt:  # threads whose core has other busy hardware threads: their capacity depends on the latencies
             nr = self.nr
             busy = [c for c in range(m.n_cpus) if nr[c] and sum(1 for sib in self._core_of[c] if nr[sib]) > 1]
             smt_tids = self._on_cpus(busy) if busy else []
         for _round in range(SMT_ROUNDS):
-            self._solve_once(act)
-            self._set_tau(alive)
+            self._solve_once(act, act_params)
+            self._set_tau(alive, params)
             if not smt_tids:
                 break
             # The siblings' stall shares moved with the latencies, so do their SMT speeds, and
@@ -314,10 +319,11 @@ class Rates:
         if serving.size:
             self._reschedule(serving.tolist())  # times per operation changed: so do request completions
 
-    def _solve_once(self, act: NDArray[np.int64]) -> None:
-        """One loaded-latency fixed point for the active threads ``act`` at their current capacities."""
+    def _solve_once(self, act: NDArray[np.int64], params: tuple) -> None:
+        """One loaded-latency fixed point for the active threads ``act`` (``params``: their
+        :meth:`_phase_params`) at their current capacities."""
         m = self.machine
-        compute, misses, stall, acc, _ind, writes, coherence, lock = self._phase_params(act)
+        compute, misses, stall, acc, _ind, writes, coherence, lock = params
         extra_node = np.zeros(m.n_nodes)
         extra_link = np.zeros((m.n_nodes, m.n_nodes))
         for flow in self._flows.values():
@@ -376,6 +382,14 @@ class Rates:
         if np.any(np.abs(freq - self.f_cpu) > 1e-6):
             self.f_cpu = freq
             self._dirty = True
+
+
+def _rows(params: tuple, rows: NDArray[np.bool_]) -> tuple:
+    """The rows ``rows`` of :meth:`Rates._phase_params`' arrays (None stays None; the lock is a pair)."""
+    def take(a):
+        return None if a is None else a[rows]
+    *arrays, lock = params
+    return (*(take(a) for a in arrays), None if lock is None else (lock[0][rows], lock[1][rows]))
 
 
 def _gather(values: list, tids: NDArray[np.int64]) -> NDArray:
