@@ -81,6 +81,9 @@ def test_the_compiled_touch_places_what_python_places_or_leaves_it_to_python(pol
         for reg in fast.memory.regions:  # touched in address order: the touched chunks come first (View's promise)
             touched = reg.node >= 0
             assert not np.any(touched[1:] & ~touched[:-1])
+        # ... and the count the View gives (View.region_touched) is that prefix's length
+        rids = np.arange(len(fast.memory.regions))
+        assert fast.memory.touched_chunks(rids).tolist() == [int((r.node >= 0).sum()) for r in fast.memory.regions]
         assert np.array_equal(fast._plan, slow._plan) and fast.t_plan_left == slow.t_plan_left
     if policy.kind == "interleave" or by_pod:
         assert placed_here == 0  # always Python's

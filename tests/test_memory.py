@@ -64,3 +64,39 @@ def test_pages_never_exceed_node_capacity(ops):
             pass
         assert np.all(mem.used <= mem.capacity)
         assert np.all(mem.used == mem.pod_bytes(len(ops)).sum(axis=0))
+
+
+def _move_one_by_one(mem, rid, idx, dst):
+    """The rule :meth:`Memory.move_chunks` keeps, chunk by chunk: placed, elsewhere, and room for it."""
+    reg = mem.regions[rid]
+    for i in idx:
+        size = reg.chunk_bytes(i)
+        if reg.node[i] != dst and reg.node[i] >= 0 and mem.capacity[dst] - mem.used[dst] >= size:
+            mem._set_node(rid, i, dst)
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunks=st.integers(1, 40), tail=st.integers(0, 2**21 - 1), touched=st.floats(0.0, 1.0),
+       hot=st.booleans(), dst=st.integers(0, 1), room=st.integers(0, 45),
+       picks=st.lists(st.integers(0, 39), max_size=30), ordered=st.booleans())
+def test_moving_chunks_at_once_is_moving_them_one_by_one(chunks, tail, touched, hot, dst, room, picks, ordered):
+    from numasim.policies.api import CHUNK
+    size = chunks * CHUNK - tail if chunks * CHUNK - tail > 0 else CHUNK
+    n = -(-size // CHUNK)
+    idx = [i % n for i in picks]
+    if ordered:
+        idx = sorted(set(idx))  # each chunk once: the summed path (unless a weighted region)
+    a, b = Memory(M), Memory(M)
+    for mem in (a, b):
+        rid = mem.add_region(0, -1, size, (0.25, 0.8) if hot else None)
+        mem.allocate(rid, int(size * touched), 0, MemPolicy("interleave", (0, 1)))
+        mem.nodes[0, dst] = mem.used[dst] + room * CHUNK  # room for `room` whole chunks on dst
+    src, got = a.move_chunks(rid, idx, dst)
+    src, got = np.array(src, dtype=np.int64), np.array(got, dtype=np.int64)
+    before = b.regions[rid].node.copy()
+    _move_one_by_one(b, rid, idx, dst)
+    assert np.array_equal(a.ch, b.ch) and np.array_equal(a.used, b.used)
+    assert np.array_equal(a._placed, b._placed) and np.array_equal(a._access, b._access)
+    went = got > 0
+    assert np.array_equal(src[went], before[np.array(idx, dtype=np.int64)[went]])
+    assert int(got.sum()) == int(sum(b.regions[rid].chunk_bytes(i) for i in set(np.array(idx)[went].tolist())))

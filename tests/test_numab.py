@@ -294,3 +294,23 @@ def test_the_compiled_faults_decide_what_the_python_faults_decide(monkeypatch):
         assert tr["faults"] > 100 and tr["moved"] > 0, label
         for key, value in tr.items():
             assert value == python[label][key], (label, key)
+
+
+def test_weighted_draw_is_numpys_choice_with_the_same_draws():
+    """The scan's draw of who faults a shared chunk gives what ``Generator.choice`` gives, and leaves
+    the generator where choice leaves it (so the rest of the run sees the same numbers)."""
+    from hypothesis import given, settings, strategies as st
+
+    from numasim.policies.numab import weighted_draw
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.floats(0.0, 1e6), min_size=1, max_size=40).filter(lambda w: sum(w) > 0),
+           st.integers(1, 300), st.integers(0, 2**32 - 1))
+    def check(weights, n, seed):
+        w = np.array(weights)
+        p = w / w.sum()
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        assert np.array_equal(weighted_draw(a, p, n), b.choice(len(p), size=n, p=p))
+        assert a.random() == b.random()
+
+    check()

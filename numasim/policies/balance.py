@@ -56,8 +56,30 @@ class _Entity:
     busy_ns: int = 0  # ... and when it is busy
 
 
+class _DueTimes:
+    """The entities' last balancing times and intervals as arrays, to find the earliest due time
+    in one array operation: an entity's balancing CPU is busy when no CPU of its group is idle."""
+
+    def __init__(self, entities: list[_Entity]):
+        sizes = [len(e.cpus) for e in entities]
+        self.cpus = np.array([c for e in entities for c in e.cpus], dtype=np.int64)
+        self.start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self.update(entities)
+
+    def update(self, entities: list[_Entity]) -> None:
+        self.last = np.array([e.last for e in entities], dtype=np.int64)
+        self.idle_ns = np.array([e.idle_ns for e in entities], dtype=np.int64)
+        self.busy_ns = np.array([e.busy_ns for e in entities], dtype=np.int64)
+
+    def earliest(self, nr: np.ndarray) -> int:
+        idle = np.add.reduceat((nr == 0)[self.cpus].astype(np.int64), self.start)
+        return int((self.last + np.where(idle > 0, self.idle_ns, self.busy_ns)).min())
+
+
 class LoadBalancer:
     """Placement by load and task migration between runqueues (the mixin half of :class:`CFS`)."""
+
+    _due: _DueTimes | None = None
 
     @property
     def idle_when(self) -> str:  # type: ignore[override]
@@ -151,8 +173,18 @@ class LoadBalancer:
 
     def _periodic(self, sim: "View") -> dict[int, int]:
         """Periodic balancing (``sched_balance_domains``): every domain and group whose interval is
-        due, from the CPU that balances for it; returns the moves (thread -> CPU) and sets the next due time."""
+        due, from the CPU that balances for it; returns the moves (thread -> CPU) and sets the next due time.
+
+        Whether any entity is due is first found for all at once, from the arrays of
+        :class:`_DueTimes` (with NUMA balancing most ticks are its own, and find nothing due)."""
         now = sim.now
+        times = self._due
+        if times is None:
+            times = self._due = _DueTimes(self.entities)
+        earliest = times.earliest(sim.nr_running) if self.entities else now  # (one CPU: no domains)
+        if now < earliest:
+            self._next = max(earliest, now + 1)
+            return {}
         p = Pass(sim)
         nr = p.nr
         nxt = None
@@ -174,6 +206,7 @@ class LoadBalancer:
             if nxt is None or due < nxt:
                 nxt = due
         self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
+        times.update(self.entities)
         return p.moves
 
     def _balance(self, e: _Entity, dst: int, busy: bool, p: Pass, newidle: bool = False) -> tuple[bool, int]:

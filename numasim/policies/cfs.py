@@ -171,6 +171,7 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
             self._set_interval(e, float(self.levels[e.level].weight))
         self._stats_memo = [StatsMemo(lvl.pct) for lvl in self.levels]
         self._outside_cache: dict[tuple[int, int, int], tuple[tuple[int, ...], frozenset[int]]] = {}
+        self._fork_groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # fork.py: CPUs by group
         llc = [lvl for lvl in self.levels if lvl.share_llc]
         if llc:
             llc_span_of, llc_cpus = llc[-1].span_of, llc[-1].spans

@@ -23,6 +23,7 @@ class ForkPlacement:
 
     def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None, fork: bool = True) -> int:
         """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain (a fork's, or an exec's)."""
+        counts = nr
         nr = nr.tolist()
         top = -1
         for li, lvl in enumerate(self.levels):
@@ -33,7 +34,7 @@ class ForkPlacement:
         while li >= 0:
             lvl = self.levels[li]
             si = int(lvl.span_of[cpu])
-            group = self._find_dst_group(li, si, cpu, nr, allowed, fork)
+            group = self._find_dst_group(li, si, cpu, nr, allowed, fork, counts)
             if group is None:
                 li -= 1
                 continue
@@ -52,7 +53,20 @@ class ForkPlacement:
         idle = n.count(0)  # counts are never negative
         return self._stats_memo[li][(w, ncores, sum(n), w - idle, idle)]
 
-    def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed, fork: bool = True) -> tuple[int, ...] | None:
+    def _group_counts(self, li: int, si: int, counts: NDArray[np.int64]) -> tuple[list[int], list[int]]:
+        """Tasks and idle CPUs of each group of one domain, summed in two array operations."""
+        hit = self._fork_groups.get((li, si))
+        if hit is None:
+            groups = self._domains[li][si].groups
+            flat = np.array([c for cpus, _w, _n in groups for c in cpus], dtype=np.int64)
+            starts = np.cumsum([0] + [len(cpus) for cpus, _w, _n in groups[:-1]]).astype(np.int64)
+            hit = self._fork_groups[(li, si)] = (flat, starts)
+        flat, starts = hit
+        per = counts[flat]
+        return np.add.reduceat(per, starts).tolist(), np.add.reduceat((per == 0).astype(np.int64), starts).tolist()
+
+    def _find_dst_group(self, li: int, si: int, cpu: int, nr: list[int], allowed, fork: bool = True,
+                        counts: NDArray[np.int64] | None = None) -> tuple[int, ...] | None:
         lvl = self.levels[li]
         groups = self._domains[li][si].groups
         local_i = lvl.group_of[si].get(cpu)
@@ -62,11 +76,14 @@ class ForkPlacement:
                                              lvl.pct, lvl.numa, fork)
         local = idlest = None
         idlest_g = None
+        # update_sg_lb_stats for every group: the sums of _stats, for all groups at once
+        tasks, idles = self._group_counts(li, si, np.asarray(nr) if counts is None else counts)
+        memo = self._stats_memo[li]
         for gi, group in enumerate(groups):
-            g = group[0]
+            g, w, ncores = group
             if allowed is not None and allowed.isdisjoint(g):
                 continue
-            st = self._stats(li, group, nr)
+            st = memo[(w, ncores, tasks[gi], w - idles[gi], idles[gi])]
             if gi == local_i:
                 local = st
                 continue

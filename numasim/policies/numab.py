@@ -65,7 +65,6 @@ class _Task:
     mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by memory node, [shared, private]
     cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by CPU node
     total: float = 0.0
-    retry: int = 0
 
 
 @dataclass
@@ -130,6 +129,8 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self.t_pref = np.full(n_threads, -1, dtype=np.int64)
         self.t_group = np.full(n_threads, -1, dtype=np.int64)
         self.t_known = np.zeros(n_threads, dtype=np.bool_)  # whether the task has statistics (self.tasks) yet
+        self.t_retry = np.zeros(n_threads, dtype=np.int64)  # when the task may next try to move to its node
+        self.t_order = np.zeros(0, dtype=np.int64)  # the tasks with statistics, in the order they got them
         self.g_mem = np.zeros((n_procs, n))
         self.g_cpu = np.zeros((n_procs, n))
         self.g_active = np.zeros((n_procs, n), dtype=np.bool_)
@@ -142,6 +143,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             z = np.zeros((self.n, 2))
             self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, z.copy(), z.copy())
             self.t_known[tid] = True
+            self.t_order = np.append(self.t_order, tid)
         return self.tasks[tid]
 
     def _last(self, regions) -> None:
@@ -213,7 +215,8 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         regions = sim.process_regions(proc)
         self._last(regions)
         budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
-        marked = self._next_chunks(mm, regions, budget, self.last_at)
+        marked = self._next_chunks(mm, regions, sim.region_touched([r[0] for r in regions]).tolist(), budget,
+                                   self.last_at)
         if marked is None:
             return []
         c_rid, c_owner, c_i, c_nid, c_off = marked
@@ -244,7 +247,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         n_shared = int(shared.sum())
         wsum = float(weights.sum())
         if n_shared and wsum > 0:
-            c_tid[shared] = tids[self.rng.choice(len(tids), size=n_shared, p=weights / wsum)]
+            c_tid[shared] = tids[weighted_draw(self.rng, weights / wsum, n_shared)]
         dst = np.full(n, -1, dtype=np.int64)
         out: list[Decision] = []
         args = (c_tid, c_off, c_nid, dst, self._cpu_nid, self._may, free, self._slow, self.l_tid, self.l_nid,
@@ -260,13 +263,14 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         pages = 1 if self.o.thp else CHUNK // 4096
         valid = c_tid[c_tid >= 0]
         if valid.size:
-            who, first, count = np.unique(valid, return_index=True, return_counts=True)
-            for k in np.argsort(first, kind="stable").tolist():  # in the order of their first fault
-                faults_k = int(count[k])
-                out.append(Charge(int(who[k]), faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
+            count = np.bincount(valid).tolist()
+            for tid in dict.fromkeys(valid.tolist()):  # in the order of their first fault
+                faults_k = count[tid]
+                out.append(Charge(tid, faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
         moves: dict[tuple[int, int, int], list[int]] = {}
-        for j in np.flatnonzero(dst >= 0).tolist():
-            moves.setdefault((int(c_rid[j]), int(dst[j]), int(c_tid[j])), []).append(int(c_i[j]))
+        js = np.flatnonzero(dst >= 0)
+        for key, i in zip(zip(c_rid[js].tolist(), dst[js].tolist(), c_tid[js].tolist()), c_i[js].tolist()):
+            moves.setdefault(key, []).append(i)
         for (rid, node, tid), idx in moves.items():
             out.append(MoveChunks(rid, tuple(idx), node, tid, self.o.migrate_copy_gbps))
         return out
@@ -286,41 +290,40 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         return -1 if dst is None else dst
 
     @staticmethod
-    def _next_chunks(mm: _Mm, regions, budget: int, last_at: dict[int, int]):
+    def _next_chunks(mm: _Mm, regions, touched: list[int], budget: int, last_at: dict[int, int]):
         """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work):
         arrays of their region, its owner, the chunk's index, node and last-fault slot (``last_at``: each
         region's first); None if nothing is touched.
 
         ``mm.pos`` counts touched chunks of the process's regions laid end to end; reaching
         the end wraps to the start and begins a new scan sequence. A region's touched chunks
-        are its first ones (the View's promise), found by bisection.
+        are its first ones (the View's promise): ``touched`` says how many.
         """
-        touched = [_touched(nodes) for _rid, _owner, nodes in regions]
         total = sum(touched)
         if total == 0:
             return None
         if mm.pos >= total:
             mm.pos = 0
         lo, hi = mm.pos, mm.pos + budget
-        rids, owners, index, nodes_out, offs = [], [], [], [], []
+        spans = []  # (region, owner, its nodes, first chunk, chunk after the last) of each region in the window
         base = 0
         for (rid, owner, nodes), k in zip(regions, touched):
             if base >= hi:
                 break
             if base + k > lo:
-                sel = np.arange(max(lo - base, 0), min(hi - base, k), dtype=np.int64)
-                rids.append(np.full(sel.size, rid, dtype=np.int64))
-                owners.append(np.full(sel.size, owner, dtype=np.int64))
-                index.append(sel)
-                nodes_out.append(nodes[sel])
-                offs.append(sel + last_at[rid])
+                spans.append((rid, owner, nodes, max(lo - base, 0), min(hi - base, k)))
             base += k
         mm.pos = hi
         if mm.pos >= total:
             mm.pos = 0
             mm.seq += 1
-        return (np.concatenate(rids), np.concatenate(owners), np.concatenate(index), np.concatenate(nodes_out),
-                np.concatenate(offs))
+        sizes = [b - a for _r, _o, _n, a, b in spans]
+        index = np.concatenate([np.arange(a, b, dtype=np.int64) for _r, _o, _n, a, b in spans])
+        return (np.repeat(np.array([sp[0] for sp in spans], dtype=np.int64), sizes),
+                np.repeat(np.array([sp[1] for sp in spans], dtype=np.int64), sizes),
+                index,
+                np.concatenate([nodes[a:b] for _r, _o, nodes, a, b in spans]),
+                index + np.repeat(np.array([last_at[sp[0]] for sp in spans], dtype=np.int64), sizes))
 
     def _fault(self, tid: int, proc: int, mm: _Mm, off: int, mem_nid: int, cpu_nid: int, mp, free,
                sim: "View", decide: bool = True) -> int | None:
@@ -435,19 +438,16 @@ class NumaBalancing(ScanPeriod, TaskMoves):
                     pref = max(nodes, key=lambda n: (self._weight(tid, n, False) + self._weight(tid, n, True), -n))
             self.t_pref[tid] = pref
         if self.t_pref[tid] != before and self.o.numa_balancing_kernel != "6.1":
-            task.retry = 0  # before 4.19 placement called numa_migrate_preferred at once
+            self.t_retry[tid] = 0  # before 4.19 placement called numa_migrate_preferred at once
         self._update_period(task, tid, sim, buf_shared, buf_private)
 
     # ------------------------------------------------------------- moves
 
 
-def _touched(nodes: np.ndarray) -> int:
-    """How many chunks of a region are touched: its first ones (a node >= 0), then untouched (-1)."""
-    lo, hi = 0, len(nodes)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if nodes[mid] >= 0:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+def weighted_draw(rng: np.random.Generator, p: np.ndarray, n: int) -> np.ndarray:
+    """``rng.choice(len(p), size=n, p=p)``: the same indices from the same draws (numpy's own steps:
+    the cumulative sum scaled to end at 1, searched with ``n`` uniform numbers), without its checks
+    of ``p`` (which here is non-negative and sums to 1 by construction), which cost most of the call."""
+    cdf = np.cumsum(p)
+    cdf /= cdf[-1]
+    return cdf.searchsorted(rng.random(n), side="right")

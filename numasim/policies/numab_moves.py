@@ -59,11 +59,14 @@ class TaskMoves:
         era = self.o.numa_balancing_kernel
         ctx = None  # the run counts and runqueues, read once a task is due to try
         out: list[Decision] = []
-        for tid, task in self.tasks.items():
+        # The tasks due to try, in the order they got statistics (one array operation: nothing in the
+        # loop changes another task's preferred node, activity or retry time).
+        order = self.t_order
+        due = order[(self.t_pref[order] >= 0) & sim.thread_active[order] & (self.t_retry[order] <= now)]
+        for tid in due.tolist():
+            task = self.tasks[tid]
             pref = int(self.t_pref[tid])
-            if pref < 0 or not sim.thread_active[tid] or now < task.retry:
-                continue
-            task.retry = now + int(min(1000.0, task.period_ms / 16) * MS)
+            self.t_retry[tid] = now + int(min(1000.0, task.period_ms / 16) * MS)
             src_cpu = int(sim.thread_cpu[tid])
             src = int(m.cpu_node[src_cpu])
             if src == pref:

@@ -447,8 +447,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
                 raise PolicyError(self.policy.name, self.now, "next_tick",
                                   f"next_tick asked for a tick 1 ns later {MAX_EAGER_TICKS:,} times in a row")
             yield self.env.timeout(max(when - self.now, 1))
-            for d in self.policy.tick(self.view):
-                self._apply(d)
+            self._apply_all(self.policy.tick(self.view))
 
     def _event(self, kind: str, text: str) -> None:
         self.events.append((self.now, kind, text))

@@ -100,6 +100,8 @@ class Memory:
         self._placed_all = np.zeros((0, n), dtype=np.int64)  # bytes, regions x nodes (room to grow)
         self._access_all = np.zeros((0, n))  # bytes x access weight, regions x nodes
         self._n_ch = 0
+        self.by_proc: dict[int, list[int]] = {}  # each process's regions, in address order
+        self.by_pod: dict[int, list[int]] = {}  # each pod's regions
         self._resize(0)
         # Nodes in order of distance from each node (the kernel's zonelist order).
         self.order = np.array([np.lexsort((np.arange(n), machine.distance[i])) for i in range(n)], dtype=np.int64)
@@ -140,6 +142,8 @@ class Memory:
         self.regions.append(Region(pod, owner, int(size), weight, proc, rid, self, self.ch[self._n_ch: self._n_ch + n]))
         self._resize(rid + 1)
         self.rg[:, rid] = (self._n_ch, int(size), 0, 1 if weight is None else 0, pod, proc)
+        self.by_proc.setdefault(proc, []).append(rid)
+        self.by_pod.setdefault(pod, []).append(rid)
         self._n_ch += n
         return rid
 
@@ -149,6 +153,12 @@ class Memory:
         for reg in self.regions:
             off = int(self.rg[R_OFF, reg.rid])
             reg.node = self.ch[off: off + reg.n_chunks]
+
+    def touched_chunks(self, rids: NDArray[np.int64]) -> NDArray[np.int64]:
+        """How many chunks of each region ``rids`` are touched: its first ones (chunks fill in address
+        order); 0 for a released region."""
+        n = -(-self.rg[R_TOUCHED, rids] // CHUNK)
+        return np.where(self._placed[rids].sum(axis=1) > 0, n, 0)
 
     def placed(self, rid: int) -> NDArray[np.int64]:
         """Bytes of region ``rid`` on each node (a copy)."""
@@ -274,14 +284,45 @@ class Memory:
             moved += size
         return moved
 
-    def move_chunk(self, rid: int, i: int, dst: int) -> int:
-        """Move chunk ``i`` of region ``rid`` to ``dst`` if there is room; return bytes moved."""
+    def move_chunks(self, rid: int, idx: list[int], dst: int) -> tuple[list[int], list[int]]:
+        """Move chunks ``idx`` of region ``rid`` to ``dst``, in that order, each if it is placed, not on
+        ``dst`` already, and there is room for it; returns each chunk's node before and the bytes moved
+        (0: it stayed).
+
+        The bytes per node are updated once for all the chunks where the region's bytes all weigh
+        the same (whole numbers, so the sums come out as one chunk at a time would leave them);
+        a weighted region, or a chunk named twice, goes one chunk at a time."""
         reg = self.regions[rid]
-        size = reg.chunk_bytes(i)
-        if reg.node[i] == dst or reg.node[i] < 0 or self.capacity[dst] - self.used[dst] < size:
-            return 0
-        self._set_node(rid, i, dst)
-        return size
+        node = reg.node
+        src = node[idx].tolist() if idx else []
+        got = [0] * len(idx)
+        room = int(self.capacity[dst] - self.used[dst])
+        if reg.weight is not None or len(set(idx)) != len(idx):
+            for k, i in enumerate(idx):
+                size = reg.chunk_bytes(i)
+                if node[i] != dst and node[i] >= 0 and self.capacity[dst] - self.used[dst] >= size:
+                    src[k] = int(node[i])
+                    got[k] = size
+                    self._set_node(rid, i, dst)
+            return src, got
+        per = [0] * len(self.used)
+        moved = []
+        for k, (i, old) in enumerate(zip(idx, src)):
+            size = min(CHUNK, reg.size - i * CHUNK)
+            if old == dst or old < 0 or room < size:
+                continue
+            room -= size
+            per[old] += size
+            got[k] = size
+            moved.append(i)
+        if moved:
+            node[moved] = dst
+            per[dst] -= sum(per)
+            delta = np.array(per, dtype=np.int64)
+            self._placed[rid] -= delta
+            self._access[rid] -= delta
+            self.used -= delta
+        return src, got
 
     def release(self, rid: int) -> None:
         """Free all of region ``rid`` (its pod ended or was killed)."""

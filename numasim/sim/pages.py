@@ -164,20 +164,16 @@ class PageRuntime:
         if isinstance(d.tid, (bool, np.bool_)) or not isinstance(d.tid, (int, np.integer)) or not -1 <= d.tid < len(self.t_cpu):
             raise PolicyError(self.policy.name, self.now, d, "tid must be a thread id, or -1 for a kernel thread")
         reg = self.memory.regions[d.region]
-        moved = 0
-        slow = self.machine.n_nodes > len(self.machine.cpu_nodes)
-        left = -1  # the node the (first) moved chunk left
-        for i in d.chunks:
-            src = int(reg.node[int(i)])
-            got = self.memory.move_chunk(d.region, int(i), d.dst)
-            if got:
-                moved += got
-                left = src if left < 0 else left
-                if slow and (src in self._cpu_node_set) != (d.dst in self._cpu_node_set):
-                    if d.dst in self._cpu_node_set:
-                        self.c_promoted[reg.pod] += got
-                    else:
-                        self.c_demoted[reg.pod] += got
+        src, got = self.memory.move_chunks(d.region, [int(i) for i in d.chunks], d.dst)
+        moved = sum(got)
+        left = next((s for s, g in zip(src, got) if g), -1)  # the node the first moved chunk left
+        if moved and self.machine.n_nodes > len(self.machine.cpu_nodes):
+            up = d.dst in self._cpu_node_set  # a promotion to a node with CPUs, else a demotion from one
+            shifted = sum(g for s, g in zip(src, got) if g and (s in self._cpu_node_set) != up)
+            if up:
+                self.c_promoted[reg.pod] += shifted
+            else:
+                self.c_demoted[reg.pod] += shifted
         if moved:
             self.c_pages_moved[reg.pod] += moved
             self._dirty = True

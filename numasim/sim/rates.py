@@ -47,16 +47,20 @@ class Rates:
 
     def _flush_miss_node(self, tids) -> None:
         """Spread the misses counted since the access rows of ``tids`` last changed over the nodes."""
-        pending = self.miss_pending
-        due = [tid for tid in tids if pending[tid]]
-        if len(due) == 1:
-            tid = due[0]
-            self.c_miss_node[tid] += pending[tid] * self.r_access[tid]
-        elif due:  # a solve flushes every thread: one array operation (the same sums, element by element)
-            rows = np.array(due)
-            self.c_miss_node[rows] += np.array([pending[tid] for tid in due])[:, None] * self.r_access[rows]
-        for tid in due:
-            pending[tid] = 0.0
+        if len(tids) == 1:
+            tid = tids[0]
+            pending = self.miss_pending
+            if pending[tid]:
+                self.c_miss_node[tid] += pending[tid] * self.r_access[tid]
+                pending[tid] = 0.0
+            return
+        # Several (a solve flushes every thread): array operations, the same sums element by element.
+        row = self._F[layout.F_PENDING]
+        ids = np.asarray(tids, dtype=np.int64)
+        due = ids[row[ids] != 0.0]
+        if due.size:
+            self.c_miss_node[due] += row[due][:, None] * self.r_access[due]
+            row[due] = 0.0
 
     def _access(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Share of each thread's misses that each node serves, from where its pages are."""
@@ -223,7 +227,7 @@ class Rates:
         nodes = m.cpu_node[cpus]
         chip = None if m.cpu_chiplet is None else m.cpu_chiplet[cpus]
         lat = thread_latency(acc, self._lmat, nodes, self._chiplet_wait, chip)
-        self._flush_miss_node(tids.tolist())
+        self._flush_miss_node(tids)
         self.r_access[tids] = acc
         local = acc[np.arange(tids.size), nodes]
         self.r_local[tids] = local
@@ -235,10 +239,10 @@ class Rates:
             tau = tau + np.where(group >= 0, self._lock_wait[np.maximum(group, 0)], 0.0)
         cshare = compute / tau
         ishare = memory * ind / tau
-        for tid, ta, cs, si in zip(tids.tolist(), tau.tolist(), cshare.tolist(), ishare.tolist()):
-            self.r_tau[tid] = ta
-            self.r_cshare[tid] = cs
-            self.r_ishare[tid] = si
+        F = self._F
+        F[layout.F_TAU, tids] = tau
+        F[layout.F_CSHARE, tids] = cshare
+        F[layout.F_ISHARE, tids] = ishare
 
     def _set_tau_one(self, tid: int) -> bool:
         """:meth:`_set_tau` for one working thread whose time per op is compute plus memory stalls (no

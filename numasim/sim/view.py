@@ -113,7 +113,11 @@ class SimView:
         """A process's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched).
         Chunks are first-touched in address order: a region's touched chunks are its first ones."""
         mem = self._sim.memory
-        return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.proc == proc]
+        return [(rid, mem.regions[rid].owner, _ro(mem.regions[rid].node)) for rid in mem.by_proc.get(proc, ())]
+
+    def region_touched(self, rids) -> NDArray[np.int64]:
+        """How many chunks of each region of ``rids`` are touched (its first ones, those with a node)."""
+        return self._sim.memory.touched_chunks(np.asarray(rids, dtype=np.int64))
 
     def process_memory(self, proc: int) -> int:
         """Bytes of a process's memory placed so far."""
@@ -122,7 +126,7 @@ class SimView:
     def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
         """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
         mem = self._sim.memory
-        return [(rid, reg.owner, _ro(reg.node)) for rid, reg in enumerate(mem.regions) if reg.pod == pod]
+        return [(rid, mem.regions[rid].owner, _ro(mem.regions[rid].node)) for rid in mem.by_pod.get(pod, ())]
 
     def region_weights(self, rid: int) -> NDArray[np.float64] | None:
         """Accesses per byte of each chunk of region ``rid`` relative to the region's mean (hot > 1 > cold);
