@@ -314,3 +314,44 @@ def test_weighted_draw_is_numpys_choice_with_the_same_draws():
         assert a.random() == b.random()
 
     check()
+
+
+def test_the_shortcuts_of_the_tick_change_nothing(monkeypatch):
+    """The periodic balancer's "nothing is due" test on arrays and the charges integrated in one call are
+    shortcuts: with the balancer walking every domain at every tick and each charge applied on its own,
+    a run with NUMA balancing (over two kernel eras) is the same to the last bit."""
+    import numasim
+    from numasim.policies import balance
+    from numasim.runner import _simulate
+    from numasim.sim.kernel import Simulation
+
+    data = small_scenario(
+        pods=[{"name": "app", "replicas": 2, "threads": 3, "memory": "2GiB", "profile": "java"},
+              {"name": "big", "threads": 4, "memory": "3GiB", "profile": "java"}],
+        policies=[{"label": "numab", "policy": "cfs", "options": {"numa_balancing": True}},
+                  {"label": "numab-4.4", "policy": "cfs",
+                   "options": {"numa_balancing": True, "numa_balancing_kernel": "4.4"}}],
+        duration="3s", warmup="0.5s", replications=1)
+    scenario = numasim.from_dict(data)
+
+    def run():
+        out = {}
+        for v in scenario.variants:
+            sim, metrics, trace = _simulate(scenario, v, 3, None)
+            out[v.label] = (metrics.throughput, [p.throughput for p in metrics.pods], metrics.hinting_faults,
+                            np.asarray(trace.placements).tolist(), [r.node.tolist() for r in sim.memory.regions],
+                            list(sim.c_faults), list(sim.c_kernel_ns))
+        return out
+
+    fast = run()
+    monkeypatch.setattr(balance._DueTimes, "earliest", lambda self, nr: -1)  # always walk every domain
+
+    def one_by_one(self, decisions):
+        for d in decisions:
+            self._apply(d)
+
+    monkeypatch.setattr(Simulation, "_apply_all", one_by_one)
+    slow = run()
+    for label in fast:
+        assert fast[label][2] > 0, label  # it scanned and faulted
+        assert fast[label] == slow[label], label
