@@ -58,3 +58,41 @@ def test_more_load_more_latency():
     light = solve_rates(inputs(20, 5.0, acc, nodes), L0, np.array([100.0, 100.0]), Interconnect.direct(np.full((2, 2), 50.0)), CURVE)
     heavy = solve_rates(inputs(20, 50.0, acc, nodes), L0, np.array([100.0, 100.0]), Interconnect.direct(np.full((2, 2), 50.0)), CURVE)
     assert heavy.latency[0] > light.latency[0]
+
+
+def test_compiled_access_rows_are_numpys_to_the_last_bit():
+    """The solve's access rows (fixed_point.access_rows) against the numpy formulation they replaced,
+    on machines of 1 to 20 nodes (numpy sums 8 or more values pairwise: the compiled sum must too)."""
+    from numasim.sim.fixed_point import access_rows
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.integers(1, 20), st.integers(1, 6), st.integers(1, 12), st.integers(0, 2**32 - 1))
+    def check(n_nodes, n_regions, n_threads, seed):
+        rng = np.random.default_rng(seed)
+        access = rng.random((n_regions, n_nodes)) * 10.0 ** rng.integers(0, 12, size=(n_regions, 1))
+        access[rng.random((n_regions, n_nodes)) < 0.3] = 0.0
+        access[rng.integers(0, n_regions)] = 0.0  # a region with nothing placed yet
+        n_cpus = 4 * n_nodes
+        cpu_node = np.repeat(np.arange(n_nodes, dtype=np.int64), 4)
+        cpu = rng.integers(-1, n_cpus, size=n_threads)  # -1: numpy's indexing read the last CPU
+        shared = rng.integers(-1, n_regions, size=n_threads)
+        private = rng.integers(0, n_regions, size=n_threads)
+        sf = rng.random(n_threads)
+        tids = rng.permutation(n_threads).astype(np.int64)
+        out = np.empty((n_threads, n_nodes))
+        access_rows(tids, cpu, shared, private, sf, cpu_node, access, out)
+
+        def dist(rids):
+            placed = access[rids]
+            total = placed.sum(axis=1, keepdims=True)
+            return np.divide(placed, total, out=np.zeros(placed.shape), where=total > 0)
+
+        local = np.zeros((n_threads, n_nodes))
+        local[np.arange(n_threads), cpu_node[cpu[tids]]] = 1.0
+        sh, pr = dist(shared[tids]), dist(private[tids])
+        sh = np.where(sh.sum(axis=1, keepdims=True) > 0, sh, local)
+        pr = np.where(pr.sum(axis=1, keepdims=True) > 0, pr, local)
+        want = sf[tids][:, None] * sh + (1.0 - sf[tids][:, None]) * pr
+        assert np.array_equal(out, want)
+
+    check()

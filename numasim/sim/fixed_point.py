@@ -19,7 +19,7 @@ from .. import jit
 
 jit.fresh(__file__)
 
-__all__ = ["fixed_point", "link_waits", "lock_waits"]
+__all__ = ["fixed_point", "link_waits", "lock_waits", "access_rows"]
 
 _MAX_MULTIPLIER = 1e4
 _MAX_LINK_WAIT = 1e7  # service times (a line's transfer is about 1 ns: up to 10 ms a miss)
@@ -304,3 +304,62 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
         for j in range(n):
             lmat[i, j] = base_latency[j, j] * x[j] + (base_latency[i, j] - base_latency[j, j]) * ymat[i * n + j]
     return it
+
+
+@jit.kernel
+def access_rows(tids, cpu, shared_rid, private_rid, p_shared, cpu_node, access, out):
+    """Share of each thread's misses each node serves (:meth:`numasim.sim.rates.Rates._access`), into
+    ``out`` (a row per thread of ``tids``): its process's shared region's and its private region's
+    accesses by node (``access``: a row per region, ``Memory._access``), each as shares of its sum,
+    mixed by the thread's shared fraction; a region with nothing placed yet counts as local (memory is
+    allocated where it is first used). A region id of -1 reads the last region, and a CPU of -1 the last
+    CPU, as numpy's indexing did."""
+    n = access.shape[1]
+    for k in range(tids.size):
+        t = tids[k]
+        c = cpu[t]
+        if c < 0:
+            c += cpu_node.size
+        home = cpu_node[c]
+        rs, rp = shared_rid[t], private_rid[t]
+        if rs < 0:
+            rs += access.shape[0]
+        if rp < 0:
+            rp += access.shape[0]
+        ts, tp = _row_sum(access[rs]), _row_sum(access[rp])
+        sf = p_shared[t]
+        for j in range(n):
+            local = 1.0 if j == home else 0.0
+            sh = access[rs, j] / ts if ts > 0.0 else local
+            pr = access[rp, j] / tp if tp > 0.0 else local
+            out[k, j] = sf * sh + (1.0 - sf) * pr
+
+
+@jit.kernel
+def _row_sum(a):
+    """``a.sum()`` as numpy adds a row of doubles (its pairwise summation: one by one below 8 values, else
+    8 running sums combined pairwise, then the rest; exact for rows up to 128 values, machines' nodes):
+    the same bits, so a solve is the same as numpy's."""
+    n = a.size
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+    i = 8
+    while i + 8 <= n:
+        r0 += a[i]
+        r1 += a[i + 1]
+        r2 += a[i + 2]
+        r3 += a[i + 3]
+        r4 += a[i + 4]
+        r5 += a[i + 5]
+        r6 += a[i + 6]
+        r7 += a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[i]
+        i += 1
+    return res

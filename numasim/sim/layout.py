@@ -35,12 +35,13 @@ F_REFILL, F_OPS, F_CPU, F_WAIT, F_MISS = _F["refill_lines"], _F["c_ops"], _F["c_
 F_MISS_LOCAL, F_PENDING, F_SHARE, F_CAP, F_TAU = (_F["c_miss_local"], _F["miss_pending"], _F["r_share"],
                                                    _F["r_cap"], _F["r_tau"])
 F_LOCAL, F_PLAN, F_FOOT, F_MLP = _F["local"], _F["t_plan_left"], _F["p_footprint"], _F["p_mlp"]
-F_CSHARE, F_ISHARE = _F["r_cshare"], _F["r_ishare"]
+F_CSHARE, F_ISHARE, F_SHARED = _F["r_cshare"], _F["r_ishare"], _F["p_shared"]
 F_REQ_OPS, F_THINK, F_INTERARRIVAL = _F["p_req_ops"], _F["p_think"], _F["p_interarrival"]
 I_CPU, I_PHASE, I_LAST, I_GEN, I_NEXT, I_PREV = (_I["t_cpu"], _I["t_phase"], _I["t_last"], _I["t_gen"],
                                                  _I["rq_next"], _I["rq_prev"])
 I_POD, I_ARRIVAL, I_MODE = _I["t_pod"], _I["t_req_arrival"], _I["p_req_mode"]
 I_WGEN, I_MOVES, I_XMOVES, I_WAKEUPS = _I["t_wgen"], _I["c_moves"], _I["c_xmoves"], _I["c_wakeups"]
+I_SHARED_RID, I_PRIVATE = _I["t_shared_rid"], _I["t_private"]
 I_MASK = _I["t_mask"]  # the row of the CPU masks (Simulation._A) of the CPUs the thread may use: 0 for all
 B_ACTIVE, B_WAITING, B_PAUSED, B_HELD, B_WAKER = (THREAD_FIELDS[2].index(name) for name in (
     "t_active", "t_waiting", "t_paused", "t_held", "p_waker_pod"))

@@ -154,6 +154,10 @@ class Memory:
             off = int(self.rg[R_OFF, reg.rid])
             reg.node = self.ch[off: off + reg.n_chunks]
 
+    def weighted_bytes(self) -> NDArray[np.float64]:
+        """Each region's bytes on each node times their access weight, regions x nodes (a view)."""
+        return self._access
+
     def touched_chunks(self, rids: NDArray[np.int64]) -> NDArray[np.int64]:
         """How many chunks of each region ``rids`` are touched: its first ones (chunks fill in address
         order); 0 for a released region."""

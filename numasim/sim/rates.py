@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 from . import core, layout
 from .firsttouch import POL_LOCAL
+from .fixed_point import access_rows
 from .perf import LINE, RateInputs, solve_rates, thread_latency
 from .state import TOUCH, WORK
 
@@ -65,15 +66,11 @@ class Rates:
     def _access(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
         """Share of each thread's misses that each node serves, from where its pages are."""
         m = self.machine
-        local = np.zeros((tids.size, m.n_nodes))
-        local[np.arange(tids.size), m.cpu_node[_gather(self.t_cpu, tids)]] = 1.0
-        shared = self.memory.distributions(_gather(self.t_shared_rid, tids))
-        private = self.memory.distributions(_gather(self.t_private, tids))
-        # Memory not touched yet is allocated where it is first used: count it as local.
-        shared = np.where(shared.sum(axis=1, keepdims=True) > 0, shared, local)
-        private = np.where(private.sum(axis=1, keepdims=True) > 0, private, local)
-        sf = _gather(self.p_shared, tids)[:, None]
-        acc = sf * shared + (1.0 - sf) * private
+        acc = np.empty((tids.size, m.n_nodes))
+        I = self._I
+        # (compiled: a few dozen numpy calls on rows of a few nodes were most of a solve's preparation)
+        access_rows(np.asarray(tids, dtype=np.int64), I[layout.I_CPU], I[layout.I_SHARED_RID], I[layout.I_PRIVATE],
+                    self._F[layout.F_SHARED], m.cpu_node, self.memory.weighted_bytes(), acc)
         if self._has_transient:
             # Buffers allocated and freed within a request get fresh pages where the thread runs now.
             tf = _gather(self.p_transient, tids)[:, None]
