@@ -255,12 +255,9 @@ def test_numactl_balancing_needs_membind():
         numasim.from_dict(_bound({"cpunodebind": [[0]], "preferred": [1], "balancing": True}))
 
 
-def test_the_compiled_faults_decide_what_the_python_faults_decide(monkeypatch):
-    # Every kernel era (its migration filter), a migration rate limit, shared and private memory,
-    # a CPU limit's throttling and pinned memory: the whole trace is the same when every fault goes
-    # through NumaBalancing._fault (the compiled loop handing each chunk back at once).
-    from numasim.policies import numab
-    from numasim.runner import _simulate
+def _eras_scenario():
+    """Every kernel era (its migration filter), a migration rate limit, shared and private memory,
+    a CPU limit's throttling and pinned memory, on the small machine."""
     import numasim
 
     on = {"numa_balancing": True, "scan_delay_ms": 200, "scan_period_min_ms": 100}
@@ -274,26 +271,59 @@ def test_the_compiled_faults_decide_what_the_python_faults_decide(monkeypatch):
                                                                  "migrate_rate_limit_mbps": 64}},
                   {"label": "v61", "policy": "cfs", "options": on}],
         duration="6s", warmup="1s", replications=1)
-    scenario = numasim.from_dict(data)
+    return numasim.from_dict(data)
 
-    def traces():
-        out = {}
-        for v in scenario.variants:
-            sim, metrics, trace = _simulate(scenario, v, 2, None)
-            out[v.label] = dict(
-                throughput=metrics.throughput, faults=metrics.hinting_faults, moved=metrics.pages_migrated_bytes,
-                samples={k: np.asarray(a).tolist() for k, a in trace.samples.items()},
-                placements=np.asarray(trace.placements).tolist(),
-                memory=[r.node.tolist() for r in sim.memory.regions])
-        return out
 
-    compiled = traces()
-    monkeypatch.setattr(numab, "faults", lambda j, *args: j)  # every chunk to Python
-    python = traces()
-    for label, tr in compiled.items():
-        assert tr["faults"] > 100 and tr["moved"] > 0, label
+def _traces(scenario) -> dict:
+    """Each variant's run at seed 2, as plain values to compare."""
+    from numasim.runner import _simulate
+
+    out = {}
+    for v in scenario.variants:
+        sim, metrics, trace = _simulate(scenario, v, 2, None)
+        out[v.label] = dict(
+            throughput=metrics.throughput, faults=metrics.hinting_faults, moved=metrics.pages_migrated_bytes,
+            samples={k: np.asarray(a).tolist() for k, a in trace.samples.items()},
+            placements=np.asarray(trace.placements).tolist(),
+            memory=[r.node.tolist() for r in sim.memory.regions], charged=list(sim.c_kernel_ns))
+    return out
+
+
+def _same(a: dict, b: dict) -> None:
+    for label, tr in a.items():
+        assert tr["faults"] > 100 and tr["moved"] > 0, label  # it scanned, faulted and moved pages
         for key, value in tr.items():
-            assert value == python[label][key], (label, key)
+            assert value == b[label][key], (label, key)
+
+
+def test_the_compiled_faults_decide_what_the_python_faults_decide(monkeypatch):
+    # The whole trace is the same when every fault goes through NumaBalancing._fault (the compiled
+    # loop handing each chunk back at once).
+    from numasim.policies import numab
+
+    scenario = _eras_scenario()
+    compiled = _traces(scenario)
+    monkeypatch.setattr(numab, "faults", lambda j, *args: j)  # every chunk to Python
+    _same(compiled, _traces(scenario))
+
+
+def test_the_shortcuts_of_the_tick_change_nothing(monkeypatch):
+    """The periodic balancer's "nothing is due" test on arrays and the charges integrated in one call are
+    shortcuts: with the balancer walking every domain at every tick and each charge applied on its own,
+    the runs of every era are the same to the last bit."""
+    from numasim.policies import balance
+    from numasim.sim.kernel import Simulation
+
+    scenario = _eras_scenario()
+    fast = _traces(scenario)
+    monkeypatch.setattr(balance._DueTimes, "earliest", lambda self, nr: -1)  # always walk every domain
+
+    def one_by_one(self, decisions):
+        for d in decisions:
+            self._apply(d)
+
+    monkeypatch.setattr(Simulation, "_apply_all", one_by_one)
+    _same(fast, _traces(scenario))
 
 
 def test_weighted_draw_is_numpys_choice_with_the_same_draws():
@@ -314,44 +344,3 @@ def test_weighted_draw_is_numpys_choice_with_the_same_draws():
         assert a.random() == b.random()
 
     check()
-
-
-def test_the_shortcuts_of_the_tick_change_nothing(monkeypatch):
-    """The periodic balancer's "nothing is due" test on arrays and the charges integrated in one call are
-    shortcuts: with the balancer walking every domain at every tick and each charge applied on its own,
-    a run with NUMA balancing (over two kernel eras) is the same to the last bit."""
-    import numasim
-    from numasim.policies import balance
-    from numasim.runner import _simulate
-    from numasim.sim.kernel import Simulation
-
-    data = small_scenario(
-        pods=[{"name": "app", "replicas": 2, "threads": 3, "memory": "2GiB", "profile": "java"},
-              {"name": "big", "threads": 4, "memory": "3GiB", "profile": "java"}],
-        policies=[{"label": "numab", "policy": "cfs", "options": {"numa_balancing": True}},
-                  {"label": "numab-4.4", "policy": "cfs",
-                   "options": {"numa_balancing": True, "numa_balancing_kernel": "4.4"}}],
-        duration="3s", warmup="0.5s", replications=1)
-    scenario = numasim.from_dict(data)
-
-    def run():
-        out = {}
-        for v in scenario.variants:
-            sim, metrics, trace = _simulate(scenario, v, 3, None)
-            out[v.label] = (metrics.throughput, [p.throughput for p in metrics.pods], metrics.hinting_faults,
-                            np.asarray(trace.placements).tolist(), [r.node.tolist() for r in sim.memory.regions],
-                            list(sim.c_faults), list(sim.c_kernel_ns))
-        return out
-
-    fast = run()
-    monkeypatch.setattr(balance._DueTimes, "earliest", lambda self, nr: -1)  # always walk every domain
-
-    def one_by_one(self, decisions):
-        for d in decisions:
-            self._apply(d)
-
-    monkeypatch.setattr(Simulation, "_apply_all", one_by_one)
-    slow = run()
-    for label in fast:
-        assert fast[label][2] > 0, label  # it scanned and faulted
-        assert fast[label] == slow[label], label
