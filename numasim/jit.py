@@ -28,11 +28,20 @@ import hashlib
 from pathlib import Path
 
 from numba import njit
-from numba.core.options import DefaultOptions
 
 __all__ = ["fresh", "kernel"]
 
-kernel = njit(cache=True, _nrt=False) if hasattr(DefaultOptions, "_nrt") else njit(cache=True)
+
+def _has_nrt_option() -> bool:
+    """Whether this numba takes ``_nrt`` (a private option: checked, not assumed)."""
+    try:
+        from numba.core.options import DefaultOptions
+    except ImportError:
+        return False
+    return hasattr(DefaultOptions, "_nrt")
+
+
+kernel = njit(cache=True, _nrt=False) if _has_nrt_option() else njit(cache=True)
 
 
 def fresh(module_file: str, *deps: str) -> None:

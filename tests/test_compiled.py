@@ -91,3 +91,29 @@ def test_compiled_and_python_runs_are_identical_when_overcommitted():
     assert compiled == python
     assert [r["label"] for r in compiled] == ["cfs", "esxi", "numactl"]
     assert all(r["throughput"] > 0 and r["migrations"] > 0 for r in compiled)
+
+
+def test_the_event_path_is_compiled_without_reference_counting():
+    """Every compiled function of the event path goes through ``numasim.jit.kernel`` (no reference counting
+    of its arrays: docs/architecture.md), where numba has the option; the rate solve's fixed point, which
+    allocates, stays plain."""
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    from numasim import jit
+
+    if not jit._has_nrt_option():
+        return  # (a numba without the option: kernel is plain njit, nothing to check)
+    names = ["numasim.sim.core", "numasim.sim.events", "numasim.sim.firsttouch", "numasim.sim.arrivals",
+             "numasim.policies.rules", "numasim.policies.numab_faults"]
+    seen = 0
+    for name in names:
+        module = importlib.import_module(name)
+        for attr, f in vars(module).items():
+            if isinstance(f, CPUDispatcher) and f.py_func.__module__ == name:
+                assert f.targetoptions.get("_nrt") is False, f"{name}.{attr}"
+                seen += 1
+    assert seen >= 40
+    from numasim.sim.fixed_point import fixed_point
+    assert fixed_point.targetoptions.get("_nrt") is None
