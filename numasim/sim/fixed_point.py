@@ -5,7 +5,9 @@ damped iteration over them with numba (``@njit``): a handful of nodes and links 
 few thousand threads make arrays too small for numpy's cost per call, which was most of a
 solve's time (docs/performance.md). The chiplet links' M/D/1 waits (:func:`link_waits`) and
 the locks' mean value analysis (:func:`lock_waits`) are solved here too, at each step of the
-iteration. With ``NUMBA_DISABLE_JIT=1`` the same code runs as Python.
+iteration. Its input of where each thread's misses go (:func:`access_rows`) is compiled here too,
+without allocation (:func:`numasim.jit.kernel`). With ``NUMBA_DISABLE_JIT=1`` the same code runs
+as Python.
 """
 
 from __future__ import annotations
