@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import OVERCOMMITTED, small_scenario
 
 SCRIPT = """
@@ -104,7 +106,7 @@ def test_the_event_path_is_compiled_without_reference_counting():
     from numasim import jit
 
     if not jit._has_nrt_option():
-        return  # (a numba without the option: kernel is plain njit, nothing to check)
+        pytest.skip("this numba has no _nrt option: kernel is plain njit")
     names = ["numasim.sim.core", "numasim.sim.events", "numasim.sim.firsttouch", "numasim.sim.arrivals",
              "numasim.policies.rules", "numasim.policies.numab_faults"]
     seen = 0

@@ -28,7 +28,7 @@ import numpy as np
 
 from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
-from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
+from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats, flat_groups
 from .domains import Level
 from .imbalance import adjust_numa_imbalance, periodic_numa_imbalance
 
@@ -61,9 +61,7 @@ class _DueTimes:
     in one array operation: an entity's balancing CPU is busy when no CPU of its group is idle."""
 
     def __init__(self, entities: list[_Entity]):
-        sizes = [len(e.cpus) for e in entities]
-        self.cpus = np.array([c for e in entities for c in e.cpus], dtype=np.int64)
-        self.start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self.cpus, self.start = flat_groups([e.cpus for e in entities])
         self.update(entities)
 
     def update(self, entities: list[_Entity]) -> None:

@@ -66,6 +66,14 @@ class Domain:
     weight: int  # the groups' weights summed
 
 
+def flat_groups(cpu_lists) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """CPU lists laid end to end and where each starts: ``np.add.reduceat(x[flat], starts)`` sums a
+    per-CPU ``x`` over each list (every list non-empty)."""
+    flat = np.array([c for cpus in cpu_lists for c in cpus], dtype=np.int64)
+    starts = np.cumsum([0] + [len(cpus) for cpus in cpu_lists[:-1]]).astype(np.int64)
+    return flat, starts
+
+
 def domains(levels: list[Level], cpu_core: NDArray[np.int64]) -> list[list[Domain]]:
     """Each level's domains (by span index) as :class:`Domain`."""
     out = []

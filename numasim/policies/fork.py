@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import balance_v4
-from .balance_pass import HAS_SPARE, SCALE, Stats
+from .balance_pass import HAS_SPARE, SCALE, Stats, flat_groups
 from .imbalance import adjust_numa_imbalance, fork_stays_local
 
 __all__ = ["ForkPlacement"]
@@ -57,10 +57,7 @@ class ForkPlacement:
         """Tasks and idle CPUs of each group of one domain, summed in two array operations."""
         hit = self._fork_groups.get((li, si))
         if hit is None:
-            groups = self._domains[li][si].groups
-            flat = np.array([c for cpus, _w, _n in groups for c in cpus], dtype=np.int64)
-            starts = np.cumsum([0] + [len(cpus) for cpus, _w, _n in groups[:-1]]).astype(np.int64)
-            hit = self._fork_groups[(li, si)] = (flat, starts)
+            hit = self._fork_groups[(li, si)] = flat_groups([cpus for cpus, _w, _n in self._domains[li][si].groups])
         flat, starts = hit
         per = counts[flat]
         return np.add.reduceat(per, starts).tolist(), np.add.reduceat((per == 0).astype(np.int64), starts).tolist()

@@ -35,7 +35,7 @@ F_REFILL, F_OPS, F_CPU, F_WAIT, F_MISS = _F["refill_lines"], _F["c_ops"], _F["c_
 F_MISS_LOCAL, F_PENDING, F_SHARE, F_CAP, F_TAU = (_F["c_miss_local"], _F["miss_pending"], _F["r_share"],
                                                    _F["r_cap"], _F["r_tau"])
 F_LOCAL, F_PLAN, F_FOOT, F_MLP = _F["local"], _F["t_plan_left"], _F["p_footprint"], _F["p_mlp"]
-F_CSHARE, F_ISHARE, F_SHARED = _F["r_cshare"], _F["r_ishare"], _F["p_shared"]
+F_CSHARE, F_ISHARE, F_SHARED_FRACTION = _F["r_cshare"], _F["r_ishare"], _F["p_shared"]
 F_REQ_OPS, F_THINK, F_INTERARRIVAL = _F["p_req_ops"], _F["p_think"], _F["p_interarrival"]
 I_CPU, I_PHASE, I_LAST, I_GEN, I_NEXT, I_PREV = (_I["t_cpu"], _I["t_phase"], _I["t_last"], _I["t_gen"],
                                                  _I["rq_next"], _I["rq_prev"])

@@ -70,7 +70,7 @@ class Rates:
         I = self._I
         # (compiled: a few dozen numpy calls on rows of a few nodes were most of a solve's preparation)
         access_rows(np.asarray(tids, dtype=np.int64), I[layout.I_CPU], I[layout.I_SHARED_RID], I[layout.I_PRIVATE],
-                    self._F[layout.F_SHARED], m.cpu_node, self.memory.weighted_bytes(), acc)
+                    self._F[layout.F_SHARED_FRACTION], m.cpu_node, self.memory.weighted_bytes(), acc)
         if self._has_transient:
             # Buffers allocated and freed within a request get fresh pages where the thread runs now.
             tf = _gather(self.p_transient, tids)[:, None]
