@@ -81,9 +81,15 @@ def test_the_compiled_touch_places_what_python_places_or_leaves_it_to_python(pol
         for reg in fast.memory.regions:  # touched in address order: the touched chunks come first (View's promise)
             touched = reg.node >= 0
             assert not np.any(touched[1:] & ~touched[:-1])
-        # ... and the count the View gives (View.region_touched) is that prefix's length
-        rids = np.arange(len(fast.memory.regions))
-        assert fast.memory.touched_chunks(rids).tolist() == [int((r.node >= 0).sum()) for r in fast.memory.regions]
+        # ... and the View's windows of a process's touched chunks (View.process_chunks) are those prefixes
+        # laid end to end in address order
+        for proc, rids in fast.memory.by_proc.items():
+            regs = [fast.memory.regions[r] for r in rids]
+            want = np.array([(r.rid, i, r.node[i]) for r in regs for i in range(int((r.node >= 0).sum()))],
+                            dtype=np.int64).reshape(-1, 3).T
+            for start, count in ((0, 10**6), (1, 3), (len(want[0]) - 1, 2), (len(want[0]), 5)):
+                got, total = fast.memory.process_chunks(proc, start, count)
+                assert total == want.shape[1] and np.array_equal(got, want[:, start: start + count])
         assert np.array_equal(fast._plan, slow._plan) and fast.t_plan_left == slow.t_plan_left
     if policy.kind == "interleave" or by_pod:
         assert placed_here == 0  # always Python's

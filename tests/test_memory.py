@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numasim.sim.memory import AllocationFailure, Memory
-from numasim.policies.api import MemPolicy
+from numasim.policies.api import CHUNK, MemPolicy
 from numasim.model.presets import machine_preset
 
 M = machine_preset("pacific-broadwell")
@@ -91,8 +91,8 @@ def test_moving_chunks_at_once_is_moving_them_one_by_one(chunks, tail, touched, 
         rid = mem.add_region(0, -1, size, (0.25, 0.8) if hot else None)
         mem.allocate(rid, int(size * touched), 0, MemPolicy("interleave", (0, 1)))
         mem.nodes[0, dst] = mem.used[dst] + room * CHUNK  # room for `room` whole chunks on dst
-    src, got = a.move_chunks(rid, idx, dst)
-    src, got = np.array(src, dtype=np.int64), np.array(got, dtype=np.int64)
+    src, got, moved = a.move_chunks(rid, np.array(idx, dtype=np.int64), dst)
+    assert moved == int(got.sum())
     before = b.regions[rid].node.copy()
     _move_one_by_one(b, rid, idx, dst)
     assert np.array_equal(a.ch, b.ch) and np.array_equal(a.used, b.used)
@@ -100,3 +100,16 @@ def test_moving_chunks_at_once_is_moving_them_one_by_one(chunks, tail, touched, 
     went = got > 0
     assert np.array_equal(src[went], before[np.array(idx, dtype=np.int64)[went]])
     assert int(got.sum()) == int(sum(b.regions[rid].chunk_bytes(i) for i in set(np.array(idx)[went].tolist())))
+
+
+@pytest.mark.parametrize("hot", [False, True])
+@pytest.mark.parametrize("bad", [[0, 5], [-1], [2, 2, 9]])
+def test_moving_a_chunk_the_region_lacks_changes_nothing(hot, bad):
+    """An index outside the region is refused (None) before anything moves, on the compiled path and the
+    chunk-by-chunk one (a weighted region, a repeated chunk); the runtime turns it into a PolicyError."""
+    mem = Memory(M)
+    rid = mem.add_region(0, -1, 5 * CHUNK, (0.25, 0.8) if hot else None)
+    mem.allocate(rid, 5 * CHUNK, 0, MemPolicy("local"))
+    before = (mem.ch.copy(), mem.used.copy(), mem._placed.copy())
+    assert mem.move_chunks(rid, np.array(bad, dtype=np.int64), 1) is None
+    assert all(np.array_equal(x, y) for x, y in zip(before, (mem.ch, mem.used, mem._placed)))

@@ -326,21 +326,36 @@ def test_the_shortcuts_of_the_tick_change_nothing(monkeypatch):
     _same(fast, _traces(scenario))
 
 
-def test_weighted_draw_is_numpys_choice_with_the_same_draws():
-    """The scan's draw of who faults a shared chunk gives what ``Generator.choice`` gives, and leaves
-    the generator where choice leaves it (so the rest of the run sees the same numbers)."""
+def test_who_faults_is_the_owner_or_numpys_choice_with_the_same_draws():
+    """The scan's choice of who faults each chunk: the owner of a private chunk (none if it died); for a
+    shared chunk what ``Generator.choice`` gives with the threads' weights, leaving the generator where
+    choice leaves it (so the rest of the run sees the same numbers); each thread's faults counted in the
+    order of its first one."""
     from hypothesis import given, settings, strategies as st
 
-    from numasim.policies.numab import weighted_draw
+    from numasim.policies.numab_faults import who_faults
 
     @settings(max_examples=200, deadline=None)
-    @given(st.lists(st.floats(0.0, 1e6), min_size=1, max_size=40).filter(lambda w: sum(w) > 0),
-           st.integers(1, 300), st.integers(0, 2**32 - 1))
-    def check(weights, n, seed):
+    @given(st.lists(st.floats(0.0, 1e6), min_size=1, max_size=12).filter(lambda w: sum(w) > 0),
+           st.lists(st.integers(-1, 11), max_size=200), st.lists(st.booleans(), min_size=12, max_size=12),
+           st.integers(0, 2**32 - 1))
+    def check(weights, owners, alive, seed):
+        tids = np.arange(len(weights), dtype=np.int64)[::-1].copy()  # thread ids in another order than 0..
         w = np.array(weights)
-        p = w / w.sum()
+        c_owner = np.array([o if o < len(weights) else -1 for o in owners], dtype=np.int64)
+        shared = c_owner < 0
         a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-        assert np.array_equal(weighted_draw(a, p, n), b.choice(len(p), size=n, p=p))
+        cdf = np.cumsum(w / w.sum())  # the scan's steps
+        cdf /= cdf[-1]
+        u = a.random(int(shared.sum()))
+        c_tid, counts, order = np.empty(c_owner.size, dtype=np.int64), np.zeros(12, dtype=np.int64), np.zeros(12, dtype=np.int64)
+        m = who_faults(c_owner, np.array(alive), tids, cdf, u, c_tid, counts, order)
+        want = np.where((c_owner >= 0) & np.array(alive)[np.maximum(c_owner, 0)], c_owner, -1)
+        want[shared] = tids[b.choice(len(w), size=int(shared.sum()), p=w / w.sum())]
+        assert np.array_equal(c_tid, want)
         assert a.random() == b.random()
+        valid = want[want >= 0].tolist()
+        assert order[:m].tolist() == list(dict.fromkeys(valid))
+        assert counts.tolist() == np.bincount(np.array(valid, dtype=np.int64), minlength=12).tolist()
 
     check()

@@ -96,7 +96,7 @@ def test_hot_weights_average_one_and_leave_uniform_memory_alone():
     assert mem.distributions(np.array([rid]))[0].tolist() == [0.5, 0.5]
     # Hot chunks 4 and 9 (evenly spread): one on each node, so the split stays even.
     assert mem.distributions(np.array([hot]))[0] == pytest.approx([0.5, 0.5])
-    mem.move_chunks(hot, [4], 1)  # node 0's hot chunk moves: node 1 has both hot ones and 4 of the 8 cold
+    mem.move_chunks(hot, np.array([4]), 1)  # node 0's hot chunk moves: node 1 has both hot ones and 4 of the 8 cold
     assert mem.distributions(np.array([hot]))[0][1] == pytest.approx(0.9 + 0.1 * 4 / 8)
 
 

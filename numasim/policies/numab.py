@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .api import CHUNK, Charge, Decision, MoveChunks
-from .numab_faults import ACTIVE_NODE_FRACTION, ERA_313, ERA_44, ERA_61, faults, shared_migrate, within_rate_limit
+from .numab_faults import (ACTIVE_NODE_FRACTION, ERA_313, ERA_44, ERA_61, faults, shared_migrate, who_faults,
+                           within_rate_limit)
 from .numab_moves import MS, TaskMoves
 from .numab_period import ScanPeriod
 from .tiering import Tiering
@@ -100,11 +101,13 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self.groups: dict[int, _Group] = {}  # by process: threads of one process join one group
         self.group_of: dict[int, int] = {}
         self.mms: dict[int, _Mm] = {}
-        # Each chunk's last fault (thread, node; -1: none), in flat arrays: a region's from last_at[rid].
-        self.last_at: dict[int, int] = {}
+        # Each chunk's last fault (thread, node; -1: none), in flat arrays: a region's from r_last[rid].
         self.l_tid = np.zeros(0, dtype=np.int64)
         self.l_nid = np.zeros(0, dtype=np.int64)
-        self._cpu_node = machine.cpu_node.tolist()
+        self.r_owner = np.zeros(0, dtype=np.int64)  # by region id: its owner thread (-1: shared), its first
+        self.r_last = np.zeros(0, dtype=np.int64)  # slot (-1: not seen yet)
+        self._cpu_node = machine.cpu_node.astype(np.int64)
+        self._cpu_nodes = np.array(machine.cpu_nodes, dtype=np.int64)
         self.rate = np.full((2, machine.n_nodes), -1, dtype=np.int64)  # per node: 100 ms window, bytes migrated in it
         self.rate[1] = 0
         self.era = {"3.13": ERA_313, "4.4": ERA_44}.get(opts.numa_balancing_kernel, ERA_61)
@@ -136,6 +139,9 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self.g_active = np.zeros((n_procs, n), dtype=np.bool_)
         self._cpu_nid = np.zeros(n_threads, dtype=np.int64)  # scratch: each member's node during a scan
         self._may = np.zeros(n_threads, dtype=np.bool_)  # and whether its pages may move there
+        self._nfault = np.zeros(n_threads, dtype=np.int64)  # scratch: each thread's faults in a scan (who_faults)
+        self._order = np.zeros(n_threads, dtype=np.int64)  # and the threads that fault, in order
+        self._due = np.zeros(n_threads, dtype=np.int64)  # scratch: the tasks due to try to move (due_tasks)
         self._slow = np.array([k in self.slow and self.tier is not None for k in range(n)], dtype=np.bool_)
 
     def _task(self, tid: int) -> _Task:
@@ -147,12 +153,22 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         return self.tasks[tid]
 
     def _last(self, regions) -> None:
-        """Room for the last faults of the chunks of ``regions`` not seen yet (-1: none)."""
-        new = [(rid, len(nodes)) for rid, _owner, nodes in regions if rid not in self.last_at]
+        """Room for the last faults of the chunks of ``regions`` not seen yet (-1: none); each region's
+        owner and first slot (``r_owner``, ``r_last``)."""
+        known = self.r_last.size
+        if regions and regions[-1][0] < known and self.r_last[regions[-1][0]] >= 0:
+            return  # (all are seen with the newest, which a region added later would follow)
+        new = [(rid, owner, len(nodes)) for rid, owner, nodes in regions if rid >= known or self.r_last[rid] < 0]
         if new:
             at = self.l_tid.size
-            for rid, k in new:
-                self.last_at[rid] = at
+            top = max(rid for rid, _o, _k in new) + 1
+            if top > self.r_owner.size:
+                grow = max(top, 2 * self.r_owner.size) - self.r_owner.size
+                self.r_owner = np.concatenate([self.r_owner, np.full(grow, -1, dtype=np.int64)])
+                self.r_last = np.concatenate([self.r_last, np.full(grow, -1, dtype=np.int64)])
+            for rid, owner, k in new:
+                self.r_last[rid] = at
+                self.r_owner[rid] = owner
                 at += k
             grow = np.full(at - self.l_tid.size, -1, dtype=np.int64)
             self.l_tid = np.concatenate([self.l_tid, grow])
@@ -212,14 +228,13 @@ class NumaBalancing(ScanPeriod, TaskMoves):
 
     # --------------------------------------------------------------- scan
     def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
-        regions = sim.process_regions(proc)
-        self._last(regions)
-        budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
-        marked = self._next_chunks(mm, regions, sim.region_touched([r[0] for r in regions]).tolist(), budget,
-                                   self.last_at)
+        self._last(sim.process_regions(proc))
+        marked = self._next_chunks(mm, proc, sim, max(1, int(self.o.scan_size_mb * 2**20 // CHUNK)))
         if marked is None:
             return []
-        c_rid, c_owner, c_i, c_nid, c_off = marked
+        c_rid, c_i, c_nid = marked
+        c_owner = self.r_owner[c_rid]
+        c_off = self.r_last[c_rid] + c_i
         if not self.o.numa_balancing:
             # Tiering only (mode 2): pages on a top-tier node are not marked (change_pte_range).
             keep = np.isin(c_nid, list(self.slow))
@@ -230,24 +245,26 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         if self.tier is not None:
             self.tier.begin_scan(sim)
         tids = np.array(members)
-        weights = miss[tids] * np.array([alive[t] for t in tids])
+        weights = miss[tids] * alive[tids]
         # Nothing the scan decides applies before it ends: each thread's node, its memory policy
         # and the nodes' free memory are the same at each of its faults.
-        thread_cpu, thread_pod, pods, cpu_node = sim.thread_cpu, sim.thread_pod, sim.pods, self._cpu_node
-        where = {t: (cpu_node[thread_cpu[t]], pods[thread_pod[t]].mempolicy) for t in members}
-        for t, (nid, mp) in where.items():
-            self._cpu_nid[t] = nid
-            self._may[t] = self._may_move(mp, nid)
+        mp = sim.pods[int(sim.thread_pod[tids[0]])].mempolicy  # (a process's threads are one pod's)
+        nids = self._cpu_node[sim.thread_cpu[tids]]
+        self._cpu_nid[tids] = nids
+        self._may[tids] = self._may_move_to(mp, nids)
         free = sim.node_free()
         # Who faults each chunk: its owner for private memory (none if it died); for shared memory one
         # of the process's threads, in proportion to its misses (none if no thread misses).
-        c_tid = c_owner.copy()
-        c_tid[(c_owner >= 0) & ~np.asarray(alive, dtype=bool)[np.maximum(c_owner, 0)]] = -1
-        shared = c_owner < 0
-        n_shared = int(shared.sum())
+        n_shared = int(np.count_nonzero(c_owner < 0))
         wsum = float(weights.sum())
         if n_shared and wsum > 0:
-            c_tid[shared] = tids[weighted_draw(self.rng, weights / wsum, n_shared)]
+            cdf = np.cumsum(weights / wsum)  # (numpy's choice: the same steps)
+            cdf /= cdf[-1]
+            u = self.rng.random(n_shared)
+        else:
+            cdf = u = np.zeros(0)
+        c_tid = np.empty(n, dtype=np.int64)
+        m = who_faults(c_owner, alive, tids, cdf, u, c_tid, self._nfault, self._order)
         dst = np.full(n, -1, dtype=np.int64)
         out: list[Decision] = []
         args = (c_tid, c_off, c_nid, dst, self._cpu_nid, self._may, free, self._slow, self.l_tid, self.l_nid,
@@ -258,15 +275,13 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             # What the compiled faults leave to Python: a group join, a task's placement, a slow-tier page.
             if c_tid[j] >= 0:  # (a chunk nobody faults: the compiled loop passes it over)
                 dst[j] = self._fault_py(int(c_tid[j]), proc, mm, int(c_rid[j]), int(c_off[j]), int(c_i[j]),
-                                        int(c_nid[j]), where, free, sim, miss, out)
+                                        int(c_nid[j]), mp, free, sim, miss, out)
             j = faults(j + 1, *args)
         pages = 1 if self.o.thp else CHUNK // 4096
-        valid = c_tid[c_tid >= 0]
-        if valid.size:
-            count = np.bincount(valid).tolist()
-            for tid in dict.fromkeys(valid.tolist()):  # in the order of their first fault
-                faults_k = count[tid]
-                out.append(Charge(tid, faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
+        faulted = self._order[:m]
+        for tid, faults_k in zip(faulted.tolist(), self._nfault[faulted].tolist()):  # in the order of first faults
+            out.append(Charge(tid, faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
+        self._nfault[faulted] = 0
         moves: dict[tuple[int, int, int], list[int]] = {}
         js = np.flatnonzero(dst >= 0)
         for key, i in zip(zip(c_rid[js].tolist(), dst[js].tolist(), c_tid[js].tolist()), c_i[js].tolist()):
@@ -275,10 +290,11 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             out.append(MoveChunks(rid, tuple(idx), node, tid, self.o.migrate_copy_gbps))
         return out
 
-    def _fault_py(self, tid: int, proc: int, mm: _Mm, rid: int, off: int, i: int, mem_nid: int, where, free,
+    def _fault_py(self, tid: int, proc: int, mm: _Mm, rid: int, off: int, i: int, mem_nid: int, mp, free,
                   sim: "View", miss, out: list[Decision]) -> int:
-        """One chunk's fault in Python; the node it moves to, or -1."""
-        cpu_nid, mp = where[tid]
+        """One chunk's fault in Python (``mp``: the memory policy of the thread's pod); the node it moves
+        to, or -1."""
+        cpu_nid = int(self._cpu_nid[tid])
         if self.tier is not None and mem_nid in self.slow:
             # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
             if self.o.numa_balancing:
@@ -290,40 +306,24 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         return -1 if dst is None else dst
 
     @staticmethod
-    def _next_chunks(mm: _Mm, regions, touched: list[int], budget: int, last_at: dict[int, int]):
-        """The next ``budget`` touched chunks from the scan offset, in address order (task_numa_work):
-        arrays of their region, its owner, the chunk's index, node and last-fault slot (``last_at``: each
-        region's first); None if nothing is touched.
+    def _next_chunks(mm: _Mm, proc: int, sim: "View", budget: int):
+        """The next ``budget`` touched chunks of process ``proc`` from its scan offset, in address order
+        (task_numa_work): arrays of their region, index and node; None if nothing is touched.
 
         ``mm.pos`` counts touched chunks of the process's regions laid end to end; reaching
-        the end wraps to the start and begins a new scan sequence. A region's touched chunks
-        are its first ones (the View's promise): ``touched`` says how many.
+        the end wraps to the start and begins a new scan sequence.
         """
-        total = sum(touched)
+        chunks, total = sim.process_chunks(proc, mm.pos, budget)
         if total == 0:
             return None
         if mm.pos >= total:
             mm.pos = 0
-        lo, hi = mm.pos, mm.pos + budget
-        spans = []  # (region, owner, its nodes, first chunk, chunk after the last) of each region in the window
-        base = 0
-        for (rid, owner, nodes), k in zip(regions, touched):
-            if base >= hi:
-                break
-            if base + k > lo:
-                spans.append((rid, owner, nodes, max(lo - base, 0), min(hi - base, k)))
-            base += k
-        mm.pos = hi
+            chunks, total = sim.process_chunks(proc, 0, budget)
+        mm.pos += budget
         if mm.pos >= total:
             mm.pos = 0
             mm.seq += 1
-        sizes = [b - a for _r, _o, _n, a, b in spans]
-        index = np.concatenate([np.arange(a, b, dtype=np.int64) for _r, _o, _n, a, b in spans])
-        return (np.repeat(np.array([sp[0] for sp in spans], dtype=np.int64), sizes),
-                np.repeat(np.array([sp[1] for sp in spans], dtype=np.int64), sizes),
-                index,
-                np.concatenate([nodes[a:b] for _r, _o, nodes, a, b in spans]),
-                index + np.repeat(np.array([last_at[sp[0]] for sp in spans], dtype=np.int64), sizes))
+        return chunks
 
     def _fault(self, tid: int, proc: int, mm: _Mm, off: int, mem_nid: int, cpu_nid: int, mp, free,
                sim: "View", decide: bool = True) -> int | None:
@@ -372,12 +372,21 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         The fault still counts in the task's statistics."""
         return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
+    @staticmethod
+    def _may_move_to(mp, nids: np.ndarray) -> np.ndarray | bool:
+        """:meth:`_may_move` for each of ``nids`` (one answer for all where the nodes don't matter)."""
+        if not mp.migrates or mp.kind != "bind":
+            return bool(mp.migrates)
+        return np.isin(nids, mp.nodes)
+
     def _active_nodes(self, g: _Group) -> set[int]:
         """The CPU nodes the group uses actively (numa_group_count_active_nodes / update_numa_active_node_mask)."""
+        nodes = self._cpu_nodes
         if self.o.numa_balancing_kernel == "4.4":
-            return {n for n in self.m.cpu_nodes if g.active[n]}
-        top = max((g.cpu[n] for n in self.m.cpu_nodes), default=0.0)
-        return {n for n in self.m.cpu_nodes if g.cpu[n] * ACTIVE_NODE_FRACTION > top}
+            return set(nodes[g.active[nodes]].tolist())
+        faults = g.cpu[nodes]
+        top = faults.max() if faults.size else 0.0
+        return set(nodes[faults * ACTIVE_NODE_FRACTION > top].tolist())
 
     def _update_active(self, g: _Group) -> None:
         """v3.15-v4.18: a node joins the mask above 6/16 of the busiest node's CPU faults, leaves below 3/16."""
@@ -442,12 +451,3 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self._update_period(task, tid, sim, buf_shared, buf_private)
 
     # ------------------------------------------------------------- moves
-
-
-def weighted_draw(rng: np.random.Generator, p: np.ndarray, n: int) -> np.ndarray:
-    """``rng.choice(len(p), size=n, p=p)``: the same indices from the same draws (numpy's own steps:
-    the cumulative sum scaled to end at 1, searched with ``n`` uniform numbers), without its checks
-    of ``p`` (which here is non-negative and sums to 1 by construction), which cost most of the call."""
-    cdf = np.cumsum(p)
-    cdf /= cdf[-1]
-    return cdf.searchsorted(rng.random(n), side="right")

@@ -23,12 +23,55 @@ from __future__ import annotations
 from .. import jit
 from .api import CHUNK
 
-__all__ = ["faults", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
+__all__ = ["faults", "who_faults", "due_tasks", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
 
 jit.fresh(__file__, "api.py")
 
 ERA_313, ERA_44, ERA_61 = range(3)
 ACTIVE_NODE_FRACTION = 3
+
+
+@jit.kernel
+def who_faults(c_owner, alive, tids, cdf, u, c_tid, counts, order):
+    """Which thread faults each marked chunk (``c_tid``; -1: none): its owner ``c_owner`` for private
+    memory, none if the owner died; for shared memory (owner -1), with draws ``u`` (one per shared
+    chunk, in order), the thread of ``tids`` whose span of the cumulative weights ``cdf`` (ending at 1)
+    holds the draw: numpy's ``choice`` with those draws (``cdf.searchsorted(u, side="right")``); with no
+    draws, none. Counts each thread's faults in ``counts`` (zeros on entry; the caller clears them) and
+    returns how many threads fault, their ids in ``order[:m]`` in the order of their first fault."""
+    k = 0
+    m = 0
+    for j in range(c_owner.size):
+        t = c_owner[j]
+        if t < 0:
+            if u.size:
+                x = u[k]
+                k += 1
+                i = 0
+                while i < cdf.size - 1 and cdf[i] <= x:
+                    i += 1
+                t = tids[i]
+        elif not alive[t]:
+            t = -1
+        c_tid[j] = t
+        if t >= 0:
+            if counts[t] == 0:
+                order[m] = t
+                m += 1
+            counts[t] += 1
+    return m
+
+
+@jit.kernel
+def due_tasks(order, t_pref, active, t_retry, now, out):
+    """The tasks of ``order`` due to try to move to their preferred node (they have one, are on a
+    runqueue and their retry time has come), in that order, into ``out``; returns how many."""
+    m = 0
+    for t in order:
+        if t_pref[t] >= 0 and active[t] and t_retry[t] <= now:
+            out[m] = t
+            m += 1
+    return m
 
 
 @jit.kernel

@@ -18,6 +18,7 @@ import numpy as np
 
 from .api import Decision, Move
 from .imbalance import adjust_numa_imbalance
+from .numab_faults import due_tasks
 
 if TYPE_CHECKING:
     from .api import View
@@ -61,9 +62,8 @@ class TaskMoves:
         out: list[Decision] = []
         # The tasks due to try, in the order they got statistics (one array operation: nothing in the
         # loop changes another task's preferred node, activity or retry time).
-        order = self.t_order
-        due = order[(self.t_pref[order] >= 0) & sim.thread_active[order] & (self.t_retry[order] <= now)]
-        for tid in due.tolist():
+        m_due = due_tasks(self.t_order, self.t_pref, sim.thread_active, self.t_retry, now, self._due)
+        for tid in self._due[:m_due].tolist():
             task = self.tasks[tid]
             pref = int(self.t_pref[tid])
             self.t_retry[tid] = now + int(min(1000.0, task.period_ms / 16) * MS)

@@ -387,3 +387,26 @@ def heap_pop(H, ctl):
         for r in range(3):
             H[r, 0] = H[r, n]
         _sift_down(H, 0, n)
+
+
+@jit.kernel
+def miss_rates(F, I, out):
+    """DRAM misses per ns of each thread at its current rate into ``out``: ops per ns (capacity over time
+    per op) times misses per op while working, else 0 (the View's ``thread_miss_rate``; as numpy would
+    give it with ``nan_to_num`` of the ops per ns: a 0/0 is 0, x/0 the largest float)."""
+    big = 1.7976931348623157e308
+    for t in range(out.size):
+        r = 0.0
+        if I[I_PHASE, t] == WORK:
+            cap, tau = F[F_CAP, t], F[F_TAU, t]
+            if tau != 0.0:
+                r = cap / tau
+            elif cap != 0.0 and cap == cap:
+                r = math.copysign(math.inf, cap)
+            if r != r:
+                r = 0.0
+            elif r == math.inf:
+                r = big
+            elif r == -math.inf:
+                r = -big
+        out[t] = r * F[F_MISSES, t]

@@ -98,6 +98,10 @@ class Decisions:
 
     def _charged(self, d: Charge) -> int:
         """The thread a charge names, once the charge is checked."""
+        tid, ns, faults = d.tid, d.ns, d.faults
+        if (type(tid) is int and type(ns) is float and type(faults) is int and 0 <= tid < len(self.t_cpu)
+                and 0.0 <= ns < math.inf and faults >= 0):
+            return tid  # (the usual case, checked quickly)
         tid = self._index(d.tid, len(self.t_cpu), "thread", d)
         if (not isinstance(d.ns, numbers.Real) or isinstance(d.ns, bool) or not 0 <= d.ns < math.inf
                 or _int(d.faults) is None or d.faults < 0):

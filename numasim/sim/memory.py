@@ -16,10 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import jit
 from ..model.machine import Machine
 from ..policies.api import CHUNK, PAGE, MemPolicy
 
 __all__ = ["Memory", "AllocationFailure", "CHUNK", "PAGE"]
+
+jit.fresh(__file__, "../policies/api.py")
 
 
 
@@ -102,6 +105,7 @@ class Memory:
         self._n_ch = 0
         self.by_proc: dict[int, list[int]] = {}  # each process's regions, in address order
         self.by_pod: dict[int, list[int]] = {}  # each pod's regions
+        self._proc_rids: dict[int, NDArray[np.int64]] = {}  # by_proc's lists as arrays, made when first asked
         self._resize(0)
         # Nodes in order of distance from each node (the kernel's zonelist order).
         self.order = np.array([np.lexsort((np.arange(n), machine.distance[i])) for i in range(n)], dtype=np.int64)
@@ -143,6 +147,7 @@ class Memory:
         self._resize(rid + 1)
         self.rg[:, rid] = (self._n_ch, int(size), 0, 1 if weight is None else 0, pod, proc)
         self.by_proc.setdefault(proc, []).append(rid)
+        self._proc_rids.pop(proc, None)
         self.by_pod.setdefault(pod, []).append(rid)
         self._n_ch += n
         return rid
@@ -158,11 +163,16 @@ class Memory:
         """Each region's bytes on each node times their access weight, regions x nodes (a view)."""
         return self._access
 
-    def touched_chunks(self, rids: NDArray[np.int64]) -> NDArray[np.int64]:
-        """How many chunks of each region ``rids`` are touched: its first ones (chunks fill in address
-        order); 0 for a released region."""
-        n = -(-self.rg[R_TOUCHED, rids] // CHUNK)
-        return np.where(self._placed[rids].sum(axis=1) > 0, n, 0)
+    def process_chunks(self, proc: int, start: int, count: int) -> tuple[NDArray[np.int64], int]:
+        """Process ``proc``'s touched chunks (a region's first ones: chunks fill in address order; none of a
+        released region) laid end to end in address order, from the ``start``-th, at most ``count``: rows
+        region, chunk index, node; and how many touched chunks it has in all."""
+        rids = self._proc_rids.get(proc)
+        if rids is None:
+            rids = self._proc_rids[proc] = np.array(self.by_proc.get(proc, ()), dtype=np.int64)
+        out = np.empty((3, max(count, 0)), dtype=np.int64)
+        n, total = chunk_window(rids, self.ch, self.rg, self._placed_all, start, out)
+        return out[:, :n], total
 
     def placed(self, rid: int) -> NDArray[np.int64]:
         """Bytes of region ``rid`` on each node (a copy)."""
@@ -288,45 +298,33 @@ class Memory:
             moved += size
         return moved
 
-    def move_chunks(self, rid: int, idx: list[int], dst: int) -> tuple[list[int], list[int]]:
+    def move_chunks(self, rid: int, idx: NDArray[np.int64], dst: int) -> tuple[NDArray[np.int64], NDArray[np.int64], int] | None:
         """Move chunks ``idx`` of region ``rid`` to ``dst``, in that order, each if it is placed, not on
-        ``dst`` already, and there is room for it; returns each chunk's node before and the bytes moved
-        (0: it stayed).
+        ``dst`` already, and there is room for it; returns each chunk's node before, the bytes moved of each
+        (0: it stayed) and in all; None if an index is not one of the region's chunks.
 
-        The bytes per node are updated once for all the chunks where the region's bytes all weigh
-        the same (whole numbers, so the sums come out as one chunk at a time would leave them);
-        a weighted region, or a chunk named twice, goes one chunk at a time."""
+        Where the region's bytes all weigh the same and no chunk is named twice, the move is compiled
+        (:func:`move_plain`: the bytes per node updated once for all the chunks, whole numbers, so the
+        sums come out as one chunk at a time would leave them); otherwise it goes one chunk at a time."""
         reg = self.regions[rid]
         node = reg.node
-        src = node[idx].tolist() if idx else []
-        got = [0] * len(idx)
-        room = int(self.capacity[dst] - self.used[dst])
-        if reg.weight is not None or len(set(idx)) != len(idx):
-            for k, i in enumerate(idx):
-                size = reg.chunk_bytes(i)
-                if node[i] != dst and node[i] >= 0 and self.capacity[dst] - self.used[dst] >= size:
-                    src[k] = int(node[i])
-                    got[k] = size
-                    self._set_node(rid, i, dst)
-            return src, got
-        per = [0] * len(self.used)
-        moved = []
-        for k, (i, old) in enumerate(zip(idx, src)):
-            size = min(CHUNK, reg.size - i * CHUNK)
-            if old == dst or old < 0 or room < size:
-                continue
-            room -= size
-            per[old] += size
-            got[k] = size
-            moved.append(i)
-        if moved:
-            node[moved] = dst
-            per[dst] -= sum(per)
-            delta = np.array(per, dtype=np.int64)
-            self._placed[rid] -= delta
-            self._access[rid] -= delta
-            self.used -= delta
-        return src, got
+        src = np.empty(idx.size, dtype=np.int64)
+        got = np.zeros(idx.size, dtype=np.int64)
+        if reg.weight is None and len(set(idx.tolist())) == idx.size:
+            per = np.zeros(len(self.used), dtype=np.int64)
+            moved = move_plain(node, idx, dst, reg.size, self.capacity, self.used, self._placed_all[rid],
+                               self._access_all[rid], src, got, per)
+            return (src, got, moved) if moved >= 0 else None
+        if idx.size and not (0 <= idx.min() and idx.max() < node.size):
+            return None
+        src[:] = node[idx]
+        for k, i in enumerate(idx.tolist()):
+            size = reg.chunk_bytes(i)
+            if node[i] != dst and node[i] >= 0 and self.capacity[dst] - self.used[dst] >= size:
+                src[k] = node[i]
+                got[k] = size
+                self._set_node(rid, i, dst)
+        return src, got, int(got.sum())
 
     def release(self, rid: int) -> None:
         """Free all of region ``rid`` (its pod ended or was killed)."""
@@ -334,6 +332,61 @@ class Memory:
         self._placed[rid, :] = 0
         self._access[rid, :] = 0.0
         self.regions[rid].node[:] = -1
+
+
+@jit.kernel
+def chunk_window(rids, ch, rg, placed, start, out):
+    """:meth:`Memory.process_chunks`: the touched chunks of regions ``rids`` (a released one has none) from
+    the ``start``-th into ``out``'s columns; returns how many were written and the touched chunks in all."""
+    total = 0
+    n = 0
+    stop = start + out.shape[1]
+    for rid in rids:
+        k = 0
+        for b in placed[rid]:
+            if b > 0:
+                k = (rg[R_TOUCHED, rid] + CHUNK - 1) // CHUNK
+                break
+        first = rg[R_OFF, rid]
+        for i in range(max(start - total, 0), min(stop - total, k)):
+            out[0, n] = rid
+            out[1, n] = i
+            out[2, n] = ch[first + i]
+            n += 1
+        total += k
+    return n, total
+
+
+@jit.kernel
+def move_plain(node, idx, dst, size, capacity, used, placed, access, src, got, per):
+    """:meth:`Memory.move_chunks` for a region of ``size`` bytes whose chunks weigh alike, ``idx`` without
+    repeats: ``node`` its chunks' nodes, ``placed`` and ``access`` its bytes and weighted bytes per node,
+    ``per`` zeros (scratch, per node). Returns the bytes moved; -1, with nothing changed, if an index is
+    out of range."""
+    for i in idx:
+        if i < 0 or i >= node.size:
+            return -1
+    room = capacity[dst] - used[dst]
+    for k in range(idx.size):
+        i = idx[k]
+        old = node[i]
+        src[k] = old
+        b = min(CHUNK, size - i * CHUNK)
+        if old == dst or old < 0 or room < b:
+            continue
+        room -= b
+        per[old] += b
+        got[k] = b
+        node[i] = dst
+    total = 0
+    for j in range(per.size):
+        total += per[j]
+    per[dst] -= total
+    for j in range(per.size):
+        placed[j] -= per[j]
+        access[j] -= per[j]
+        used[j] -= per[j]
+    return total
 
 
 def _interleave_cycle(policy: MemPolicy) -> tuple[int, ...]:

@@ -164,12 +164,15 @@ class PageRuntime:
         if isinstance(d.tid, (bool, np.bool_)) or not isinstance(d.tid, (int, np.integer)) or not -1 <= d.tid < len(self.t_cpu):
             raise PolicyError(self.policy.name, self.now, d, "tid must be a thread id, or -1 for a kernel thread")
         reg = self.memory.regions[d.region]
-        src, got = self.memory.move_chunks(d.region, [int(i) for i in d.chunks], d.dst)
-        moved = sum(got)
-        left = next((s for s, g in zip(src, got) if g), -1)  # the node the first moved chunk left
+        idx = np.asarray(d.chunks)
+        moves = (self.memory.move_chunks(d.region, idx.astype(np.int64), d.dst)
+                 if idx.ndim == 1 and (idx.dtype.kind in "iu" or not idx.size) else None)
+        if moves is None:
+            raise PolicyError(self.policy.name, self.now, d, "chunks must be indices of the region's chunks")
+        src, got, moved = moves
         if moved and self.machine.n_nodes > len(self.machine.cpu_nodes):
             up = d.dst in self._cpu_node_set  # a promotion to a node with CPUs, else a demotion from one
-            shifted = sum(g for s, g in zip(src, got) if g and (s in self._cpu_node_set) != up)
+            shifted = sum(g for s, g in zip(src.tolist(), got.tolist()) if g and (s in self._cpu_node_set) != up)
             if up:
                 self.c_promoted[reg.pod] += shifted
             else:
@@ -177,8 +180,8 @@ class PageRuntime:
         if moved:
             self.c_pages_moved[reg.pod] += moved
             self._dirty = True
-            if d.tid < 0:
-                self._kswapd(left, moved / d.copy_gbps)
+            if d.tid < 0:  # the reclaim thread of the node the first moved chunk left
+                self._kswapd(int(src[np.flatnonzero(got)[0]]), moved / d.copy_gbps)
                 return
             self._integrate((d.tid,))
             cost = moved / d.copy_gbps

@@ -10,7 +10,8 @@ from numpy.typing import NDArray
 
 from ..model.machine import Machine
 from . import events
-from .layout import F_CPU, F_SHARE, F_WAIT, I_LAST
+from .core import miss_rates
+from .layout import F_CPU, F_SHARE, F_WAIT, I_LAST, I_PHASE
 from .state import TOUCH, WORK
 from .trace import PodInstance
 
@@ -25,6 +26,8 @@ class SimView:
 
     def __init__(self, sim: "Simulation"):
         self._sim = sim
+        self._ro_of: NDArray[np.int64] | None = None  # the chunk array the cached region views are of
+        self._ro_nodes: dict[int, tuple[int, int, NDArray[np.int64]]] = {}
 
     @property
     def now(self) -> int:
@@ -55,7 +58,7 @@ class SimView:
     @property
     def thread_alive(self) -> NDArray[np.bool_]:
         """Threads that have started and not died (running, waiting or asleep)."""
-        phase = np.asarray(self._sim.t_phase)
+        phase = self._sim._I[I_PHASE]
         return (phase == TOUCH) | (phase == WORK)
 
     def affinity(self, tid: int) -> frozenset[int] | None:
@@ -96,9 +99,9 @@ class SimView:
     def thread_miss_rate(self) -> NDArray[np.float64]:
         """DRAM misses per ns each thread makes at its current rate (0 when not running)."""
         s = self._sim
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where(np.asarray(s.t_phase) == WORK, np.asarray(s.r_cap) / np.asarray(s.r_tau), 0.0)
-        return np.nan_to_num(rate) * np.asarray(s.p_misses)
+        out = np.empty(s._F.shape[1])
+        miss_rates(s._F, s._I, out)
+        return out
 
     @cached_property
     def thread_process(self) -> NDArray[np.int64]:
@@ -112,12 +115,14 @@ class SimView:
     def process_regions(self, proc: int) -> list[tuple[int, int, NDArray[np.int64]]]:
         """A process's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched).
         Chunks are first-touched in address order: a region's touched chunks are its first ones."""
-        mem = self._sim.memory
-        return [(rid, mem.regions[rid].owner, _ro(mem.regions[rid].node)) for rid in mem.by_proc.get(proc, ())]
+        return self._regions(self._sim.memory.by_proc.get(proc, ()))
 
-    def region_touched(self, rids) -> NDArray[np.int64]:
-        """How many chunks of each region of ``rids`` are touched (its first ones, those with a node)."""
-        return self._sim.memory.touched_chunks(np.asarray(rids, dtype=np.int64))
+    def process_chunks(self, proc: int, start: int, count: int) -> tuple[NDArray[np.int64], int]:
+        """A process's touched chunks (those with a node: a region's first ones) laid end to end in address
+        order, from the ``start``-th, at most ``count``: rows region id, chunk index, node; and how many
+        touched chunks the process has in all."""
+        chunks, total = self._sim.memory.process_chunks(proc, int(start), int(count))
+        return _ro(chunks), total
 
     def process_memory(self, proc: int) -> int:
         """Bytes of a process's memory placed so far."""
@@ -125,8 +130,22 @@ class SimView:
 
     def pod_regions(self, pod: int) -> list[tuple[int, int, NDArray[np.int64]]]:
         """A pod's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched)."""
+        return self._regions(self._sim.memory.by_pod.get(pod, ()))
+
+    def _regions(self, rids: list[int]) -> list[tuple[int, int, NDArray[np.int64]]]:
+        """(region id, owner, read-only view of its chunk nodes) of each of ``rids``; the views are made once
+        per region (and again if the memory's chunk array was reallocated)."""
         mem = self._sim.memory
-        return [(rid, mem.regions[rid].owner, _ro(mem.regions[rid].node)) for rid in mem.by_pod.get(pod, ())]
+        if self._ro_of is not mem.ch:
+            self._ro_of, self._ro_nodes = mem.ch, {}
+        views = self._ro_nodes
+        out = []
+        for rid in rids:
+            view = views.get(rid)
+            if view is None:
+                view = views[rid] = (rid, mem.regions[rid].owner, _ro(mem.regions[rid].node))
+            out.append(view)
+        return out
 
     def region_weights(self, rid: int) -> NDArray[np.float64] | None:
         """Accesses per byte of each chunk of region ``rid`` relative to the region's mean (hot > 1 > cold);
