@@ -10,6 +10,7 @@ import pytest
 import numasim
 import numasim.cli
 from numasim import Admission, Move, Policy, PolicyError, register
+from numasim.policies.api import MoveChunks
 from numasim.policies import registry as base
 
 from .conftest import run_small, small_scenario
@@ -51,6 +52,32 @@ class _Rejects(Policy):
 def test_a_decision_outside_the_affinity_raises_policy_error():
     data = small_scenario(policies=[{"label": "bad", "policy": "test-outside-affinity"}])
     with pytest.raises(PolicyError, match=r"test-outside-affinity.*may not run on CPU 1"):
+        run_small(data)
+
+
+@register
+class _BadChunks(Policy):
+    """A buggy policy: moves chunks of region 0 that it names by ``chunks`` (options), once memory is placed."""
+
+    name = "test-bad-chunks"
+    chunks: tuple = ()
+
+    def place(self, tid, sim):
+        return 0
+
+    def next_tick(self, now):
+        return now + 10_000_000
+
+    def tick(self, sim):
+        return [MoveChunks(0, self.chunks, 0, -1, 1.0)] if sim.pod_memory().sum() > 0 else []
+
+
+@pytest.mark.parametrize("chunks", [(10**6,), (-1,), (0, 0, 10**6), (0.5,), ("0",)])
+def test_moving_chunks_a_region_lacks_raises_policy_error(monkeypatch, chunks):
+    """A chunk index outside the region (a negative one used to count from the end), or not an integer."""
+    monkeypatch.setattr(_BadChunks, "chunks", chunks)
+    data = small_scenario(policies=[{"label": "bad", "policy": "test-bad-chunks"}])
+    with pytest.raises(PolicyError, match=r"test-bad-chunks.*chunks must be indices"):
         run_small(data)
 
 
