@@ -108,7 +108,7 @@ def test_the_event_path_is_compiled_without_reference_counting():
     if not jit._has_nrt_option():
         pytest.skip("this numba has no _nrt option: kernel is plain njit")
     names = ["numasim.sim.core", "numasim.sim.events", "numasim.sim.firsttouch", "numasim.sim.arrivals",
-             "numasim.sim.memory", "numasim.policies.rules", "numasim.policies.numab_faults"]
+             "numasim.sim.memory", "numasim.policies.rules", "numasim.policies.numab_faults", "numasim.policies.balance"]
     seen = 0
     for name in names:
         module = importlib.import_module(name)

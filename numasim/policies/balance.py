@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import jit
 from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
 from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats, flat_groups
@@ -34,6 +35,8 @@ from .imbalance import adjust_numa_imbalance, periodic_numa_imbalance
 
 if TYPE_CHECKING:
     from .api import View
+
+jit.fresh(__file__)
 
 __all__ = ["LoadBalancer"]
 
@@ -70,8 +73,26 @@ class _DueTimes:
         self.busy_ns = np.array([e.busy_ns for e in entities], dtype=np.int64)
 
     def earliest(self, nr: np.ndarray) -> int:
-        idle = np.add.reduceat((nr == 0)[self.cpus].astype(np.int64), self.start)
-        return int((self.last + np.where(idle > 0, self.idle_ns, self.busy_ns)).min())
+        return int(earliest_due(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns))
+
+
+@jit.kernel
+def earliest_due(nr, cpus, start, last, idle_ns, busy_ns):
+    """The earliest due time of the entities (:class:`_DueTimes`' arrays) with run counts ``nr``: an
+    entity's last time plus its idle interval if a CPU of its group (``cpus`` from ``start[k]``) is idle,
+    else its busy one."""
+    best = last[0] + busy_ns[0]
+    for k in range(start.size):
+        stop = start[k + 1] if k + 1 < start.size else cpus.size
+        idle = False
+        for j in range(start[k], stop):
+            if nr[cpus[j]] == 0:
+                idle = True
+                break
+        due = last[k] + (idle_ns[k] if idle else busy_ns[k])
+        if due < best:
+            best = due
+    return best
 
 
 class LoadBalancer:
