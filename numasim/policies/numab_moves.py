@@ -60,8 +60,8 @@ class TaskMoves:
         era = self.o.numa_balancing_kernel
         ctx = None  # the run counts and runqueues, read once a task is due to try
         out: list[Decision] = []
-        # The tasks due to try, in the order they got statistics (one array operation: nothing in the
-        # loop changes another task's preferred node, activity or retry time).
+        # The tasks due to try, in the order they got statistics (found at once: nothing in the loop
+        # changes another task's preferred node, activity or retry time).
         m_due = due_tasks(self.t_order, self.t_pref, sim.thread_active, self.t_retry, now, self._due)
         for tid in self._due[:m_due].tolist():
             task = self.tasks[tid]
