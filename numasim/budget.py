@@ -15,7 +15,9 @@ on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run allocates and keeps: the
 (the sampled values, plus about 4 KiB each for the time series built from them: measured
 4.3 and 16.5 KiB a sample on the same two scenarios), queued requests, the chunk store
 (24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
-measurement window) and the random numbers drawn ahead for its arrivals (16 KiB).
+measurement window) and the random numbers drawn ahead for its arrivals (16 KiB). The samples
+are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs
+fewer of them than its ``sample_interval`` asks.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .model.machine import Machine
 from .model.scenario import Scenario, Variant
 from .model.workload import WorkloadProfile
 from .policies.api import CHUNK
+from .sim.sampling import MIN_SAMPLES
 
 __all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
@@ -109,10 +112,12 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         events += (n * dur_s + ladder_s) * per_s
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
-        sample_s += n * n_samples * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
+        # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
+        rows = min(n_samples, max(MIN_SAMPLES, spec.sample_memory // (8 * row)))
+        sample_s += n * rows * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
-        memory = max(memory, n_samples * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0
+        memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + sample_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)

@@ -168,6 +168,8 @@ def _pod_cpu_time(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     CPUs it was placed on in that column (``trace.placements``) in proportion to
     the time it was placed there. A sleeping thread stays placed on its last CPU,
     so the split is exact for threads that stay put and approximate for movers.
+    After the move log filled (``trace.placements_until_ns``), a thread is taken to
+    be, until the next sample, on the CPU each sample found it on.
 
     Returns
     -------
@@ -184,6 +186,13 @@ def _pod_cpu_time(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     if len(trace.placements) == 0 or n_threads == 0:
         return edges, out
     p = trace.placements
+    until = trace.placements_until_ns
+    if until is not None and until < trace.duration_ns:
+        # The move log filled at `until`: after it, each thread is where the samples found it.
+        later = trace.sample_times > until
+        ts, cpus = trace.sample_times[later], trace.samples["thread_cpu"][later]
+        p = np.vstack([p, np.column_stack([np.repeat(ts, n_threads), np.tile(np.arange(n_threads), len(ts)),
+                                           cpus.reshape(-1)])])
     p = p[np.argsort(p[:, 1], kind="stable")]  # by thread, each in time order (appended as they happened)
     last = np.append(p[1:, 1] != p[:-1, 1], True)
     start, tid, where = p[:, 0].astype(float), p[:, 1], p[:, 2]

@@ -65,6 +65,7 @@ def _simulate(scenario: Scenario, variant: Variant, seed: int | None, duration_n
     sim = Simulation(
         machine, build_pods(scenario, variant), policy, duration, scenario.spec.warmup,
         min(scenario.spec.sample_interval, duration), rng=np.random.default_rng(engine_seq), progress=progress,
+        sample_bytes=scenario.spec.sample_memory,
     )
     trace = sim.run()
     return sim, summarize(trace, variant.label), trace

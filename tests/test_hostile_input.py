@@ -101,9 +101,10 @@ def _java(**fields) -> dict:
 
 @pytest.mark.parametrize("changes, flag, words", [
     ({"duration": "1e9s"}, "--max-work", ["estimated", "--max-work SECONDS"]),
-    ({"sample_interval": "1ns"}, "--max-work", ["sample_interval"]),
-    # Each sample costs time and memory: a microsecond interval over seconds is millions of them.
-    ({"sample_interval": "1us"}, "--max-memory", ["GiB"]),
+    # Each sample costs time and memory: a microsecond interval over seconds is millions of them, where
+    # sample_memory allows them (by default it bounds them, sampling less often: test_sampling.py).
+    ({"sample_interval": "1ns", "sample_memory": "1TiB"}, "--max-work", ["sample_interval"]),
+    ({"sample_interval": "1us", "sample_memory": "1TiB"}, "--max-memory", ["GiB"]),
     # Events the workload asks for: arrivals at a rate no thread keeps up with, requests of
     # next to no work with no think time, pauses every nanosecond.
     (_java(requests={"mode": "open", "rate_per_s": 1e9, "ops": 1000}), "--max-work", ["estimated"]),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
-from .spec import Duration, Spec, Text
+from .spec import Duration, Size, Spec, Text
 
 from ..errors import Problem, ScenarioError
 from ..policies.api import Policy, PolicyOptions
@@ -117,6 +117,12 @@ class ScenarioSpec(Spec):
     duration: Duration = Field(default=parse_duration("60s"), gt=0, description="simulated time")
     warmup: Duration = Field(default=parse_duration("20s"), ge=0, description="start of the measurement window")
     sample_interval: Duration = Field(default=parse_duration("1s"), gt=0, description="interval of the time series")
+    sample_memory: Size = Field(
+        default=32 * 2**20, gt=0, le=2**40,
+        description="the most the time series may take per run (and the log of thread moves, for the report's "
+                    "timeline); a run whose samples would need more samples every few intervals, and a full move "
+                    "log stops (both noted in the run's events), so memory stays flat in duration",
+    )
     seed: int = Field(default=1, ge=0, le=2**63 - 1, description="random seed")
     sla: SlaSpec | None = Field(default=None, description="the SLA search over injection rates (see SLA); none: no search")
     replications: int = Field(

@@ -316,9 +316,11 @@ class CpuRuntime:
         k = ctl[N_MV]
         if k:
             ctl[N_MV] = 0
-            extend = self.placements.extend
-            for i in range(k):
-                extend((sv[S_MV_NOW, i], sv[S_MV_TID, i], sv[S_MV_CPU, i]))
+            if self._placing:
+                extend = self.placements.extend
+                for i in range(k):
+                    extend((sv[S_MV_NOW, i], sv[S_MV_TID, i], sv[S_MV_CPU, i]))
+                self._placed()
 
     def _set_caps(self, tids: list[int]) -> None:
         """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed

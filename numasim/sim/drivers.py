@@ -104,7 +104,9 @@ class Drivers:
         if plans and self.p_grow[tid]:
             self._growing.add(tid)
         self.t_last[tid] = self.now
-        self.placements.extend((self.env.now, tid, cpu))
+        if self._placing:
+            self.placements.extend((self.env.now, tid, cpu))
+            self._placed()
         if self.q_throttled[self.t_pod[tid]]:
             self._set_cpu(tid, cpu)
             self.t_held[tid] = True

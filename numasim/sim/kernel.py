@@ -75,6 +75,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         Simulated time, and the start of the measurement window.
     sample_ns
         Interval of the recorded time series.
+    sample_bytes
+        The most its samples may take: a run whose samples would take more samples every few
+        intervals (:mod:`numasim.sim.sampling`).
     rng
         The engine's random stream, which the engine's own streams derive from: think times
         and wakers, each pod's open-mode arrivals, each process's pauses.
@@ -90,6 +93,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         sample_ns: int,
         rng: np.random.Generator,
         progress: Callable[[float], None] | None = None,
+        sample_bytes: int = 32 * 2**20,
     ):
         self.machine = machine
         self.pods = pods
@@ -97,6 +101,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.duration_ns = int(duration_ns)
         self.warmup_ns = int(warmup_ns)
         self.sample_ns = int(sample_ns)
+        self.sample_bytes = int(sample_bytes)
         self.rng = rng
         # The wake-up path's own stream (think times, wakers), drawn in batches (layout.Scratch.draws).
         self._draw_rng = rng.spawn(1)[0]
@@ -285,7 +290,10 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
 
         self._flows: dict[int, dict] = {}
         self._tick_wakeup = self.env.event()
-        self.placements = array("q")  # (time, tid, cpu) triples, 24 bytes each
+        self.placements = array("q")  # (time, tid, cpu) triples, 24 bytes each, while _placing (_placed)
+        self._placing = True
+        self._place_cap = 3 * max(1024, self.sample_bytes // 48)  # its int64s: a move is 24 bytes, twice with the trace's copy
+        self.placements_until = self.duration_ns
         self.affinity_log: list[tuple[int, int, frozenset[int] | None]] = []
         self.events: list[tuple[int, str, str]] = []
         self.n_solves = 0
@@ -380,6 +388,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
             sample_times=self._sample_times[: self._n_samples].copy(),
             samples=samples,
             placements=np.frombuffer(self.placements, dtype=np.int64).reshape(-1, 3).copy(),
+            placements_until_ns=self.placements_until,
             affinity_log=list(self.affinity_log),
             quota_log=list(self.quota_log),
             latencies=self.latencies,
@@ -448,6 +457,17 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
                                   f"next_tick asked for a tick 1 ns later {MAX_EAGER_TICKS:,} times in a row")
             yield self.env.timeout(max(when - self.now, 1))
             self._apply_all(self.policy.tick(self.view))
+
+    def _placed(self) -> None:
+        """After a move was logged: once the log holds its share of ``sample_memory``, moves are no
+        longer logged (noted in the events); the report's timeline then takes each thread's CPU from
+        the samples (``Trace.placements_until_ns``), so memory stays flat in simulated time."""
+        if len(self.placements) >= self._place_cap:
+            self._placing = False
+            self.placements_until = self.now
+            self._event("placements", f"thread moves no longer logged after {len(self.placements) // 3:,} of them "
+                        f"(their share of sample_memory, {self.sample_bytes / 2**20:g} MiB); the timeline takes "
+                        "each thread's CPU from the samples after this")
 
     def _event(self, kind: str, text: str) -> None:
         self.events.append((self.now, kind, text))

@@ -150,7 +150,9 @@ class PageRuntime:
             self.t_held[tid] = False
             self.t_gen[tid] += 1
             self._set_plan(tid, [])
-            self.placements.extend((self.env.now, tid, -1))
+            if self._placing:
+                self.placements.extend((self.env.now, tid, -1))
+                self._placed()
         for rid, reg in enumerate(self.memory.regions):
             if reg.pod == pod.index:
                 self.memory.release(rid)

@@ -3,26 +3,64 @@
 A part of :class:`numasim.sim.kernel.Simulation`, which holds the state these
 methods share (see docs/architecture.md). The arrays are allocated at the first
 sample, one row per sample time, so memory is the machine and pods times the
-samples, not the events.
+samples, not the events. The samples are also bounded in bytes (the scenario's
+``sample_memory``): where every ``sample_interval`` would need more rows than that
+holds, a run samples every ``k`` intervals (:func:`sample_every`; the warm-up's end and
+the run's end are sampled whatever ``k``), so memory stays flat in simulated time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Sampling"]
+__all__ = ["Sampling", "MIN_SAMPLES", "sample_times", "n_samples", "sample_every"]
+
+MIN_SAMPLES = 64  # rows kept whatever the budget (a machine so large that they exceed it is the budget check's)
+
+
+def sample_times(duration_ns: int, warmup_ns: int, every_ns: int) -> list[int]:
+    """The sample times: every ``every_ns`` from 0, the warm-up's end and the run's end."""
+    return sorted(set(range(0, duration_ns + 1, every_ns)) | {warmup_ns, duration_ns})
+
+
+def n_samples(duration_ns: int, warmup_ns: int, every_ns: int) -> int:
+    """``len(sample_times(...))``, without building them."""
+    return duration_ns // every_ns + 1 + len({x for x in (warmup_ns, duration_ns) if x % every_ns or x > duration_ns})
+
+
+def sample_every(duration_ns: int, warmup_ns: int, sample_ns: int, row_bytes: int, budget_bytes: int) -> int:
+    """The interval between samples: ``sample_ns``, or where its samples of ``row_bytes`` each would
+    exceed ``budget_bytes`` (and :data:`MIN_SAMPLES`), ``k`` times it with ``k`` =
+    ceil(intervals / (rows - 3)): at most the rows the budget holds, the two extra samples included."""
+    cap = max(MIN_SAMPLES, budget_bytes // max(row_bytes, 1))
+    if n_samples(duration_ns, warmup_ns, sample_ns) <= cap:
+        return sample_ns
+    return -(-(duration_ns // sample_ns) // (cap - 3)) * sample_ns
 
 
 class Sampling:
     def _sampler(self):
-        times = sorted(set(range(0, self.duration_ns + 1, self.sample_ns)) | {self.warmup_ns, self.duration_ns})
-        self._sample_times = np.array(times, dtype=np.int64)
-        for t in times:
+        self._sample_times = np.zeros(1, dtype=np.int64)  # the first sample, at 0, sets the others (_rows)
+        k = 0
+        while k < len(self._sample_times):
+            t = int(self._sample_times[k])
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
             self._snapshot()
             if self.progress is not None:
                 self.progress(t / self.duration_ns)
+            k += 1
+
+    def _rows(self, row_bytes: int) -> int:
+        """The sample times, set at the first sample from the size of a row (:func:`sample_every`; a
+        coarser interval is noted in the run's events); how many there are."""
+        every = sample_every(self.duration_ns, self.warmup_ns, self.sample_ns, row_bytes, self.sample_bytes)
+        self._sample_times = np.array(sample_times(self.duration_ns, self.warmup_ns, every), dtype=np.int64)
+        if every != self.sample_ns:
+            self.events.append((0, "sampling", f"every {every / 1e6:g} ms instead of {self.sample_ns / 1e6:g} ms: "
+                                f"samples of {row_bytes / 2**10:,.0f} KiB every {self.sample_ns / 1e6:g} ms would "
+                                f"exceed sample_memory ({self.sample_bytes / 2**20:g} MiB)"))
+        return len(self._sample_times)
 
     def _snapshot(self) -> None:
         everyone = range(len(self.t_cpu))
@@ -63,7 +101,7 @@ class Sampling:
         }
         i = self._n_samples
         if i == 0:
-            n = len(self._sample_times)
+            n = self._rows(sum(np.asarray(v).nbytes for v in snap.values()))
             for k, v in snap.items():
                 v = np.asarray(v)
                 self._samples[k] = np.zeros((n,) + v.shape, dtype=v.dtype)
