@@ -187,7 +187,7 @@ def _pod_cpu_time(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         return edges, out
     p = trace.placements
     until = trace.placements_until_ns
-    if until is not None and until < trace.duration_ns:
+    if until is not None:
         # The move log filled at `until`: after it, each thread is where the samples found it.
         later = trace.sample_times > until
         ts, cpus = trace.sample_times[later], trace.samples["thread_cpu"][later]

@@ -66,7 +66,7 @@ def test_a_full_move_log_stops_and_the_timeline_takes_the_samples():
     assert "placements" in [kind for _t, kind, _text in trace.events]
     # The move log stopped at its share of the budget (the last batch of moves logged whole).
     assert sim._place_cap <= len(trace.placements) * 3 <= sim._place_cap + 3 * 64 < len(trace_full.placements) * 3
-    assert trace.placements_until_ns < trace.duration_ns == trace_full.placements_until_ns
+    assert trace.placements_until_ns < trace.duration_ns and trace_full.placements_until_ns is None
     # The timeline still accounts for every pod's CPU time (the samples' CPUs after the log stopped).
     edges, time_ns = _pod_cpu_time(trace)
     cpu = trace.samples["cpu"]

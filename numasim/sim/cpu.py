@@ -316,11 +316,8 @@ class CpuRuntime:
         k = ctl[N_MV]
         if k:
             ctl[N_MV] = 0
-            if self._placing:
-                extend = self.placements.extend
-                for i in range(k):
-                    extend((sv[S_MV_NOW, i], sv[S_MV_TID, i], sv[S_MV_CPU, i]))
-                self._placed()
+            for i in range(k):
+                self._log_place(sv[S_MV_NOW, i], sv[S_MV_TID, i], sv[S_MV_CPU, i])
 
     def _set_caps(self, tids: list[int]) -> None:
         """Each thread's share of its CPU and its capacity: share x switch efficiency x SMT speed

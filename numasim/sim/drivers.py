@@ -104,9 +104,7 @@ class Drivers:
         if plans and self.p_grow[tid]:
             self._growing.add(tid)
         self.t_last[tid] = self.now
-        if self._placing:
-            self.placements.extend((self.env.now, tid, cpu))
-            self._placed()
+        self._log_place(self.env.now, tid, cpu)
         if self.q_throttled[self.t_pod[tid]]:
             self._set_cpu(tid, cpu)
             self.t_held[tid] = True

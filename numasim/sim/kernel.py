@@ -290,10 +290,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
 
         self._flows: dict[int, dict] = {}
         self._tick_wakeup = self.env.event()
-        self.placements = array("q")  # (time, tid, cpu) triples, 24 bytes each, while _placing (_placed)
-        self._placing = True
+        self.placements = array("q")  # (time, tid, cpu) triples, 24 bytes each, up to a cap (Sampling._log_place)
         self._place_cap = 3 * max(1024, self.sample_bytes // 48)  # its int64s: a move is 24 bytes, twice with the trace's copy
-        self.placements_until = self.duration_ns
+        self.placements_until: int | None = None  # when the log filled; None: it did not
         self.affinity_log: list[tuple[int, int, frozenset[int] | None]] = []
         self.events: list[tuple[int, str, str]] = []
         self.n_solves = 0
@@ -457,17 +456,6 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
                                   f"next_tick asked for a tick 1 ns later {MAX_EAGER_TICKS:,} times in a row")
             yield self.env.timeout(max(when - self.now, 1))
             self._apply_all(self.policy.tick(self.view))
-
-    def _placed(self) -> None:
-        """After a move was logged: once the log holds its share of ``sample_memory``, moves are no
-        longer logged (noted in the events); the report's timeline then takes each thread's CPU from
-        the samples (``Trace.placements_until_ns``), so memory stays flat in simulated time."""
-        if len(self.placements) >= self._place_cap:
-            self._placing = False
-            self.placements_until = self.now
-            self._event("placements", f"thread moves no longer logged after {len(self.placements) // 3:,} of them "
-                        f"(their share of sample_memory, {self.sample_bytes / 2**20:g} MiB); the timeline takes "
-                        "each thread's CPU from the samples after this")
 
     def _event(self, kind: str, text: str) -> None:
         self.events.append((self.now, kind, text))

@@ -150,9 +150,7 @@ class PageRuntime:
             self.t_held[tid] = False
             self.t_gen[tid] += 1
             self._set_plan(tid, [])
-            if self._placing:
-                self.placements.extend((self.env.now, tid, -1))
-                self._placed()
+            self._log_place(self.env.now, tid, -1)
         for rid, reg in enumerate(self.memory.regions):
             if reg.pod == pod.index:
                 self.memory.release(rid)

@@ -62,6 +62,20 @@ class Sampling:
                                 f"exceed sample_memory ({self.sample_bytes / 2**20:g} MiB)"))
         return len(self._sample_times)
 
+    def _log_place(self, now: int, tid: int, cpu: int) -> None:
+        """Log that thread ``tid`` went to ``cpu`` (-1: it ended) at ``now``, while the log holds less than its
+        share of ``sample_memory``; when it fills, moves are no longer logged (noted in the events) and the
+        report's timeline takes each thread's CPU from the samples after that (``Trace.placements_until_ns``),
+        so memory stays flat in simulated time."""
+        if self.placements_until is not None:
+            return
+        self.placements.extend((now, tid, cpu))
+        if len(self.placements) >= self._place_cap:
+            self.placements_until = self.now
+            self._event("placements", f"thread moves no longer logged after {len(self.placements) // 3:,} of them "
+                        f"(their share of sample_memory, {self.sample_bytes / 2**20:g} MiB); the timeline takes "
+                        "each thread's CPU from the samples after this")
+
     def _snapshot(self) -> None:
         everyone = range(len(self.t_cpu))
         self._integrate(everyone)

@@ -69,7 +69,7 @@ class Trace:
     events: list[tuple[int, str, str]]  # (time, kind, text)
     n_events: int
     n_solves: int
-    placements_until_ns: int | None = None  # when the move log filled (sample_memory); None or the duration: never
+    placements_until_ns: int | None = None  # when the move log filled (sample_memory); None: it did not
 
 
 class ResponseTimes:
