@@ -37,7 +37,7 @@ from .state import TOUCH, WORK
 
 jit.fresh(__file__, "layout.py", "perf.py", "state.py", "firsttouch.py", "memory.py", "../policies/api.py")
 
-__all__ = ["integrate", "enqueue", "dequeue", "gather", "shares", "capacities",
+__all__ = ["integrate", "project", "PROJECTED", "enqueue", "dequeue", "gather", "shares", "capacities",
            "reshare", "reschedule", "live", "arm", "heap_push", "heap_pop"]
 
 _NEVER = 2.0**62  # ns, about 146 years: an end later than this is no end
@@ -137,26 +137,18 @@ def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
         if dt <= 0:
             continue
         I[I_LAST, tid] = now
-        share = F[F_SHARE, tid]
-        if share == 0.0:
+        if F[F_SHARE, tid] == 0.0:
             continue  # asleep, not started or dead: nothing accrues
-        cpu_ns = share * dt
+        cpu_ns, wait_ns, work, debt, ops, miss = _accrual(F, I, tid, dt)
         F[F_CPU, tid] += cpu_ns
-        F[F_WAIT, tid] += (1.0 - share) * dt
+        F[F_WAIT, tid] += wait_ns
         CF[CF_BUSY, I[I_CPU, tid]] += cpu_ns
-        work = F[F_CAP, tid] * dt
-        debt = F[F_DEBT, tid]
-        if debt > 0.0:
-            pay = min(debt, work)
-            F[F_DEBT, tid] = debt - pay
-            work -= pay
+        F[F_DEBT, tid] = debt
         phase = I[I_PHASE, tid]
         touched = -1.0  # bytes first-touched meanwhile (-1: none)
         if phase == WORK:
-            ops = work / F[F_TAU, tid]
             F[F_OPS, tid] += ops
             F[F_REQ_LEFT, tid] -= ops
-            miss = ops * F[F_MISSES, tid]
             if miss > 0.0:
                 F[F_MISS, tid] += miss
                 F[F_MISS_LOCAL, tid] += miss * F[F_LOCAL, tid]
@@ -177,6 +169,60 @@ def integrate(F, I, CF, CI, M, tids, n, now, s, sf, ctl):
                 k += 1
     ctl[N_TOUCH] = k
     return k - k0
+
+
+@jit.kernel
+def _accrual(F, I, tid, dt):
+    """What ``dt`` ns at ``tid``'s current share and capacity add (it must have a share): CPU ns, wait ns,
+    the work left once its kernel debt is paid, the debt left, and in its work phase operations and misses."""
+    share = F[F_SHARE, tid]
+    work = F[F_CAP, tid] * dt
+    debt = F[F_DEBT, tid]
+    if debt > 0.0:
+        pay = min(debt, work)
+        debt -= pay
+        work -= pay
+    ops = 0.0
+    miss = 0.0
+    if I[I_PHASE, tid] == WORK:
+        ops = work / F[F_TAU, tid]
+        miss = ops * F[F_MISSES, tid]
+    return share * dt, (1.0 - share) * dt, work, debt, ops, miss
+
+
+@jit.kernel
+def project(F, I, CF, n, now, out, busy):
+    """The counters of threads ``0..n-1`` and CPUs as :func:`integrate` would bring them to ``now``,
+    changing nothing: what a sample reads, so that sampling never steers a run (integrating
+    at a sample instant would split each thread's accrual, place memory first-touched
+    meanwhile, and with that move rates and event times).
+
+    ``out`` rows (:data:`PROJECTED`): operations, CPU ns, wait ns, misses, local misses and
+    misses not yet spread over nodes, a column per thread; ``busy``: each CPU's busy ns.
+    Memory first-touched since a thread's last integration is not in them (it is placed
+    then, at most one touch step or refresh interval later).
+    """
+    for c in range(CF.shape[1]):
+        busy[c] = CF[CF_BUSY, c]
+    for tid in range(n):
+        ops, cpu, wait = F[F_OPS, tid], F[F_CPU, tid], F[F_WAIT, tid]
+        miss, miss_local, pending = F[F_MISS, tid], F[F_MISS_LOCAL, tid], F[F_PENDING, tid]
+        dt = now - I[I_LAST, tid]
+        if dt > 0 and F[F_SHARE, tid] != 0.0:
+            cpu_ns, wait_ns, _work, _debt, d_ops, d_miss = _accrual(F, I, tid, dt)
+            cpu += cpu_ns
+            wait += wait_ns
+            busy[I[I_CPU, tid]] += cpu_ns
+            ops += d_ops
+            if d_miss > 0.0:
+                miss += d_miss
+                miss_local += d_miss * F[F_LOCAL, tid]
+                pending += d_miss
+        out[0, tid], out[1, tid], out[2, tid] = ops, cpu, wait
+        out[3, tid], out[4, tid], out[5, tid] = miss, miss_local, pending
+
+
+PROJECTED = ("ops", "cpu", "wait", "miss", "miss_local", "pending")  # :func:`project`'s rows
 
 
 @jit.kernel

@@ -299,6 +299,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self._sample_times = np.zeros(0, dtype=np.int64)  # set by the sampler
         self._samples: dict[str, NDArray] = {}  # one array per quantity, a row per sample time
         self._n_samples = 0
+        self._proj = None  # the projected counters a sample reads (Sampling._snapshot), allocated at the first
 
         self._to_store(nt, machine.n_cpus)
 

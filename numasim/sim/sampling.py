@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import core
+
 __all__ = ["Sampling", "MIN_SAMPLES", "sample_times", "n_samples", "sample_every"]
 
 MIN_SAMPLES = 64  # rows kept whatever the budget (a machine so large that they exceed it is the budget check's)
@@ -77,23 +79,34 @@ class Sampling:
                         "each thread's CPU from the samples after this")
 
     def _snapshot(self) -> None:
-        everyone = range(len(self.t_cpu))
-        self._integrate(everyone)
-        self._flush_miss_node(everyone)
+        """Record the counters and state at now into the sample arrays, read-only: the counters are
+        projected to now (:func:`numasim.sim.core.project`), not integrated, so a run's trajectory
+        is the same whatever its sample times (tests/test_sampling.py). Memory a thread first-touched
+        since its last integration is placed then (at most one touch step or refresh interval later),
+        so a sample's memory is what was placed by its instant; except the run's end, whose sample
+        integrates (nothing is left to steer, and every byte touched is then placed)."""
+        nt = len(self.t_cpu)
+        if self.env.now == self.duration_ns:
+            self._integrate(range(nt))
+        if self._proj is None:
+            self._proj = np.empty((len(core.PROJECTED), nt)), np.empty(len(self.c_cpu_busy))
+        proj, busy = self._proj
+        core.project(self._F, self._I, self._CF, nt, self.env.now, proj, busy)
+        ops, cpu, wait, miss, miss_local, pending = proj
         snap = {
-            "ops": self.c_ops,
-            "cpu": self.c_cpu,
-            "wait": self.c_wait,
-            "miss": self.c_miss,
-            "miss_local": self.c_miss_local,
-            "miss_node": self.c_miss_node,
+            "ops": ops,
+            "cpu": cpu,
+            "wait": wait,
+            "miss": miss,
+            "miss_local": miss_local,
+            "miss_node": self.c_miss_node + pending[:, None] * self.r_access,
             "moves": self.c_moves,
             "xmoves": self.c_xmoves,
             "wakeups": self.c_wakeups,
             "faults": self.c_faults,
             "numa_moves": self.c_numa_moves,
             "kernel": self.c_kernel_ns,
-            "cpu_busy": self.c_cpu_busy,
+            "cpu_busy": busy,
             "pages_moved": self.c_pages_moved,
             "promoted": self.c_promoted,
             "demoted": self.c_demoted,
