@@ -373,3 +373,28 @@ def test_interleaving_onto_cxl_adds_its_bandwidth_in_proportion_to_the_weights()
     assert dram == pytest.approx(8.0, rel=0.03)  # DRAM alone saturates
     assert even == pytest.approx(8.0, rel=0.05)  # 1:1: the 4 GB/s CXL node caps its half, DRAM carries as much
     assert weighted == pytest.approx(12.0, rel=0.05)  # 2:1 matches the bandwidths: both saturate
+
+
+def _on_cxl(write_fraction: float, **node: Any) -> float:
+    """GB/s four streaming threads of node 0 move to and from a CXL node (reads and write-backs)."""
+    stream = {**STREAMY, "mlp": 32, "cycles_per_op": 1, "write_fraction": write_fraction}
+    data = _one_pod(stream, threads=4, memnode=2, memory_nodes=[{**CXL, "bandwidth_gbps": 8.0, **node}])
+    return run_small(data).run("n").memory_gbps
+
+
+def test_a_port_limits_each_direction_so_a_mix_moves_more_than_reads():
+    """A CXL device's port is full duplex: read data one way, write-backs the other (docs/model.md)."""
+    # Reads only: the port (4 GB/s) caps them below the device's memory (8 GB/s).
+    assert _on_cxl(0.0, port_gbps=4.0) == pytest.approx(4.0, rel=0.03)
+    # One write-back per read: 4 GB/s each way through the port, 8 in all, the device's memory
+    # taking reads + 1 x writes (this machine's write cost is 1) = 8 GB/s: both saturate.
+    assert _on_cxl(1.0, port_gbps=4.0) == pytest.approx(8.0, rel=0.03)
+    # One per two reads: the read direction caps at 4, so 6 in all.
+    assert _on_cxl(0.5, port_gbps=4.0) == pytest.approx(6.0, rel=0.03)
+    # Without a port the same node is DRAM-like: the mix moves no more than reads alone.
+    assert _on_cxl(1.0) <= _on_cxl(0.0) * 1.001
+
+
+def test_a_port_wider_than_the_device_changes_nothing():
+    for wf in (0.0, 0.5):
+        assert _on_cxl(wf, port_gbps=1000.0) == _on_cxl(wf), wf

@@ -51,6 +51,10 @@ class MemoryNodeSpec(Spec):
     memory: Size = Field(gt=0, le=2**50, description="its capacity, e.g. 256GiB")
     latency_ns: Latency = Field(description="idle latency from the CPUs of the socket it is attached to, ns")
     bandwidth_gbps: Bandwidth = Field(description="read bandwidth, GB/s")
+    port_gbps: Bandwidth | None = Field(
+        default=None, description="bandwidth of its link to the socket in each direction, GB/s (a CXL device's "
+        "port: read data comes back one way, write-backs go the other, so a mix of both can move more than "
+        "reads alone; default: no limit besides bandwidth_gbps)")
     slit: int | None = Field(default=None, ge=11, le=254, description="ACPI SLIT distance from its socket's nodes (default: 10 x latency ratio)")
     loaded_latency: list[tuple[Bandwidth, Latency]] | None = Field(
         default=None, min_length=2, description="its own measured [GB/s, ns] loaded-latency points (default: the DRAM curve)")
@@ -342,6 +346,7 @@ class Machine:
     distance: NDArray[np.int64]
     node_memory: NDArray[np.int64]
     node_bandwidth: NDArray[np.float64]
+    node_port: NDArray[np.float64]  # bytes/ns each way through a CPU-less node's port (inf: no port)
     interconnect: Interconnect
     c2c: NDArray[np.float64]  # HITM latency, reader node x writer node, ns (the line homed with the writer)
     c2c_not_writer_homed: NDArray[np.float64]  # extra ns, reader x writer, when the line's home is not the writer's node
@@ -447,6 +452,7 @@ class Machine:
 
         node_memory = np.full(n, spec.memory_per_node, dtype=np.int64)
         node_bandwidth = np.full(n, spec.memory_bandwidth_gbps)
+        node_port = np.full(n, np.inf)
         curve = LoadedLatencyCurve.fit(
             tuple((float(b), float(l)) for b, l in spec.loaded_latency), spec.loaded_latency_peak_gbps
         )
@@ -455,6 +461,7 @@ class Machine:
             latency, distance, node_socket = _with_memory_nodes(spec, latency, distance, node_socket)
             node_memory = np.concatenate([node_memory, [mn.memory for mn in spec.memory_nodes]]).astype(np.int64)
             node_bandwidth = np.concatenate([node_bandwidth, [mn.bandwidth_gbps for mn in spec.memory_nodes]])
+            node_port = np.concatenate([node_port, [mn.port_gbps or np.inf for mn in spec.memory_nodes]])
             node_cpus = node_cpus + tuple(np.zeros(0, dtype=np.int64) for _ in spec.memory_nodes)
             node_curves += [curve if mn.loaded_latency is None else LoadedLatencyCurve.fit(
                 tuple((float(b), float(l)) for b, l in mn.loaded_latency), mn.loaded_latency_peak_gbps)
@@ -478,6 +485,7 @@ class Machine:
             distance=distance,
             node_memory=node_memory,
             node_bandwidth=node_bandwidth,
+            node_port=node_port,
             cpu_chiplet=None if spec.cores_per_chiplet is None else cpu_core // spec.cores_per_chiplet,
             cpu_llc=cpu_node.copy() if spec.cores_per_llc is None else cpu_core // spec.cores_per_llc,
             chiplet_bandwidth=(np.full(ncores // spec.cores_per_chiplet, spec.chiplet_gbps)

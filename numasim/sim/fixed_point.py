@@ -189,7 +189,7 @@ def lock_waits(group, capacity, service, tau0, n_locks):
 
 @njit(cache=True)
 def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_node, extra_link, writes, coherence,
-                chip, chip_bw, lock_group, lock_service, n_locks, base_latency, node_bandwidth, one_hop, r_ptr, r_idx,
+                chip, chip_bw, lock_group, lock_service, n_locks, base_latency, node_bandwidth, node_port, one_hop, r_ptr, r_idx,
                 r_val, path_len, partner, link_bw, node_a, node_b, link_a, link_b, write_cost, line, tol, max_iter,
                 x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util):
     """The damped iteration of :func:`numasim.sim.perf.solve_rates`, in place: ``x``, ``y`` (the node
@@ -266,10 +266,13 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
                 flow[i, j] += extra_link[i, j]
         for j in range(n):
             demand = node_load[j] + extra_node[j]
+            one_way = demand  # through a port, reads and copies go one way, write-backs the other
             node_load[j] = demand + wb_sum[j]
             if has_writes:
                 demand += write_cost * wb_sum[j]
             u[j] = demand / node_bandwidth[j]
+            if node_port[j] < np.inf:
+                u[j] = max(u[j], one_way / node_port[j], wb_sum[j] / node_port[j])
         if one_hop.size:
             for k in range(nl):
                 traffic[k] = flow[one_hop[k] // n, one_hop[k] % n]

@@ -106,6 +106,7 @@ def solve_rates(
     write_cost: float = 1.0,
     node_curve: LoadedLatencyCurve | None = None,
     chiplet_bandwidth: NDArray[np.float64] | None = None,
+    node_port: NDArray[np.float64] | None = None,
     tol: float = 1e-7,
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
@@ -132,6 +133,9 @@ def solve_rates(
     chiplet_bandwidth
         Bytes/ns each chiplet's link to the memory controllers carries, reads and
         write-backs together (with ``inp.chiplet``; default: no such links).
+    node_port
+        Bytes/ns each memory node's port carries in each direction (a CXL device's link:
+        reads and copies one way, write-backs the other; inf or default: no port).
     x0, y0
         A starting point (the previous solution), to converge in fewer steps.
     """
@@ -159,6 +163,7 @@ def solve_rates(
         np.ascontiguousarray(coherence), _ints(inp.chiplet if len(chip_bw) else None, t), chip_bw,
         _ints(inp.lock_group if locks else None, t), zeros if not locks else _f(inp.lock_service), n_locks,
         np.ascontiguousarray(base_latency, dtype=float), _f(node_bandwidth),
+        np.full(n, np.inf) if node_port is None else _f(node_port),
         one_hop, r_ptr, r_idx, r_val, path_len, partner, link_bw,
         _per(ncurve.a, n), _per(ncurve.b, n),
         _per(curve.a, nl), _per(curve.b, nl), float(write_cost), float(LINE), float(tol),

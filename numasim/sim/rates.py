@@ -345,7 +345,7 @@ class Rates:
             lock_service=None if lock is None else lock[1],
         )
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
-                          m.chiplet_bandwidth, x0=self._x, y0=self._y)
+                          m.chiplet_bandwidth, m.node_port, x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat, self._chiplet_wait = sol.x, sol.y, sol.lmat, sol.chiplet_wait
         self._set_lat_local()
