@@ -174,6 +174,34 @@ def test_governor_gap_and_what_memory_boundness_hides(governor):
     assert governor.relative("container-performance") > slow + 0.15
 
 
+@pytest.fixture(scope="module")
+def cxl_tiering() -> numasim.RunResult:
+    return numasim.run(numasim.load("scenarios/cxl-tiering.yaml"), workers=0, with_sla=False)
+
+
+def test_cxl_tiering_places_hot_memory_on_dram_and_interleave_pays_for_cxl(cxl_tiering):
+    """144 GiB on a socket with 128 GiB of DRAM and three 250 ns CXL devices (a fifth of the memory
+    takes 80 % of the lookups)."""
+    GIB = 2**30
+    first = cxl_tiering.run("first-touch")
+    # First touch fills DRAM, then falls back to the nearest node: one CXL device of the same socket
+    # (distance 14, the lowest id of three), not the other socket's DRAM (21).
+    assert first.pods[0].memory_per_node_bytes[:5] == [128 * GIB, 0, 16 * GIB, 0, 0]
+    assert first.locality == pytest.approx(128 / 144, abs=0.005)  # hot and cold memory alike on each node
+    # Tiering promotes hot CXL pages and demotes cold DRAM pages to make room: more of the lookups
+    # local, and faster.
+    tier = cxl_tiering.run("tiering")
+    assert tier.pages_promoted_bytes > GIB and tier.pages_demoted_bytes > GIB
+    assert tier.locality > first.locality + 0.05
+    assert 1.01 < cxl_tiering.relative("tiering") < 1.06
+    # Weighted interleave puts 3/16 of every page range on CXL (more than first touch's 1/9) for a
+    # service that is not bandwidth-bound: a little slower. Plain interleave puts 3/4 there.
+    assert cxl_tiering.run("weighted-interleave").locality == pytest.approx(13 / 16, abs=0.005)
+    assert 0.95 < cxl_tiering.relative("weighted-interleave") < 1.0
+    assert cxl_tiering.run("interleave").locality == pytest.approx(1 / 4, abs=0.005)
+    assert 0.6 < cxl_tiering.relative("interleave") < 0.75
+
+
 # ---------------------------------------------------------------- golden file
 # tests/golden/results.json holds every shipped scenario's figures per seed, recorded
 # before the engine redesign (tests/golden/record.py). A refactoring of the engine must
@@ -220,5 +248,6 @@ def test_golden_band_catches_a_moved_figure():
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_every_scenario_stays_on_its_golden_figures(name, request):
-    fixture = {"pacific": "pacific", "autonuma": "autonuma", "k8s-topology": "k8s_topology", "governor": "governor"}[name]
+    fixture = {"pacific": "pacific", "autonuma": "autonuma", "k8s-topology": "k8s_topology", "governor": "governor",
+               "cxl-tiering": "cxl_tiering"}[name]
     _check_against_golden(name, request.getfixturevalue(fixture))

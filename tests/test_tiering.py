@@ -168,3 +168,34 @@ def test_kswapd_takes_cpu_time_only_when_its_node_has_no_idle_cpu(threads, pays)
         on = sim._runqueue(cpu)
         assert added.sum() == pytest.approx(1e6)  # all of it, from one CPU's threads
         assert set(np.flatnonzero(added)) == set(on) and np.allclose(added[on], 1e6 / len(on))
+
+
+class _Chunks:
+    """A process's touched chunks, laid end to end, on these nodes (View.process_chunks)."""
+
+    def __init__(self, nodes):
+        self.nodes = np.asarray(nodes, dtype=np.int64)
+
+    def process_chunks(self, proc, start, count):
+        idx = np.arange(start, min(start + count, self.nodes.size))
+        return np.stack([np.zeros_like(idx), idx, self.nodes[idx]]), self.nodes.size
+
+
+@pytest.mark.parametrize("dram_windows, scans", [(0, 1), (3, 1), (7, 1), (8, 2), (15, 2), (16, 3)])
+def test_a_tiering_scan_skips_top_tier_windows_up_to_its_virtual_budget(dram_windows, scans):
+    """Mode 2 marks no top-tier page, and task_numa_work spends its scan size only on ranges where it
+    marked something, going on for up to 8 scan sizes of address space (virtpages): the first slow-tier
+    chunks after ``dram_windows`` windows of DRAM are marked by scan ``dram_windows // 8 + 1``."""
+    from numasim.policies.numab import VIRT_WINDOWS, NumaBalancing, _Mm
+
+    window = 4
+    nb = object.__new__(NumaBalancing)
+    nb._slow = np.array([False, False, True])
+    view = _Chunks([0] * (dram_windows * window) + [2] * 3 + [0] * 5)
+    mm = _Mm(next_scan=0)
+    for scan in range(1, scans + 1):
+        marked = nb._next_slow(mm, 0, view, window)
+        assert (marked is None) == (scan < scans), scan
+    assert VIRT_WINDOWS == 8
+    rid, idx, nid = marked
+    assert nid.tolist() == [2, 2, 2] and idx.tolist() == list(range(dram_windows * window, dram_windows * window + 3))

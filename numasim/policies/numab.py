@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NumaBalancing"]
 
+# task_numa_work scans up to this many scan sizes of address space ("virtpages") to find scan_size's
+# worth of pages it marks, skipping ranges it marks nothing in (fair.c).
+VIRT_WINDOWS = 8
 
 
 @dataclass
@@ -229,16 +232,13 @@ class NumaBalancing(ScanPeriod, TaskMoves):
     # --------------------------------------------------------------- scan
     def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
         self._last(sim.process_regions(proc))
-        marked = self._next_chunks(mm, proc, sim, max(1, int(self.o.scan_size_mb * 2**20 // CHUNK)))
+        budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
+        marked = self._next_chunks(mm, proc, sim, budget) if self.o.numa_balancing else self._next_slow(mm, proc, sim, budget)
         if marked is None:
             return []
         c_rid, c_i, c_nid = marked
         c_owner = self.r_owner[c_rid]
         c_off = self.r_last[c_rid] + c_i
-        if not self.o.numa_balancing:
-            # Tiering only (mode 2): pages on a top-tier node are not marked (change_pte_range).
-            keep = np.isin(c_nid, list(self.slow))
-            c_rid, c_owner, c_i, c_nid, c_off = c_rid[keep], c_owner[keep], c_i[keep], c_nid[keep], c_off[keep]
         n = c_rid.size
         if not n:
             return []
@@ -324,6 +324,20 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             mm.pos = 0
             mm.seq += 1
         return chunks
+
+    def _next_slow(self, mm: _Mm, proc: int, sim: "View", budget: int):
+        """Tiering only (mode 2): the slow-tier chunks of the next windows of ``budget`` chunks. Pages on a
+        top-tier node are not marked (change_pte_range), and task_numa_work counts a range against its scan
+        size only if it marked something there; so it goes on, window by window, until one has a chunk it
+        marks, or :data:`VIRT_WINDOWS` windows are behind it. None if none had one."""
+        for _ in range(VIRT_WINDOWS):
+            window = self._next_chunks(mm, proc, sim, budget)
+            if window is None:
+                return None
+            keep = self._slow[window[2]]
+            if keep.any():
+                return tuple(a[keep] for a in window)
+        return None
 
     def _fault(self, tid: int, proc: int, mm: _Mm, off: int, mem_nid: int, cpu_nid: int, mp, free,
                sim: "View", decide: bool = True) -> int | None:
