@@ -398,3 +398,23 @@ def test_a_port_limits_each_direction_so_a_mix_moves_more_than_reads():
 def test_a_port_wider_than_the_device_changes_nothing():
     for wf in (0.0, 0.5):
         assert _on_cxl(wf, port_gbps=1000.0) == _on_cxl(wf), wf
+
+
+def test_page_copies_into_a_port_node_take_its_write_direction():
+    """Copies out of a CXL node leave through the port's read direction, copies into it arrive through
+    the other: 6 GB/s each way through an 8 GB/s port is 0.75 of it, not 1.5 (extra_link's rows and columns)."""
+    from numasim.sim.perf import RateInputs, solve_rates
+
+    m = _machine(sockets=2, remote_latency_ns=130.0, memory_nodes=[{**CXL, "bandwidth_gbps": 100.0, "port_gbps": 8.0}])
+    n = m.n_nodes
+    extra_link = np.zeros((n, n))
+    extra_link[0, 2] = 6.0  # from the CXL node to node 0
+    extra_link[2, 1] = 6.0  # from node 1 into the CXL node
+    extra_node = np.array([6.0, 6.0, 12.0])
+    none = np.zeros(0)
+    inp = RateInputs(cpu_node=np.zeros(0, dtype=np.int64), capacity=none, compute_ns=none, misses=none,
+                     stall_scale=none, access=np.zeros((0, n)), extra_node=extra_node, extra_link=extra_link)
+    sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
+                      None, m.node_port)
+    assert sol.node_util[2] == pytest.approx(0.75)
+    assert sol.node_util[0] == pytest.approx(6.0 / 50.0)  # a DRAM node: its bandwidth only

@@ -199,3 +199,21 @@ def test_a_tiering_scan_skips_top_tier_windows_up_to_its_virtual_budget(dram_win
     assert VIRT_WINDOWS == 8
     rid, idx, nid = marked
     assert nid.tolist() == [2, 2, 2] and idx.tolist() == list(range(dram_windows * window, dram_windows * window + 3))
+
+
+def test_a_tiering_scan_stops_at_the_end_of_the_process_memory():
+    """task_numa_work resets its scan at the end of the address space and returns: the next scan starts
+    over, and a slow-tier chunk at the start is marked by that one, not by the scan that wrapped."""
+    from numasim.policies.numab import NumaBalancing, _Mm
+
+    nb = object.__new__(NumaBalancing)
+    nb._slow = np.array([False, False, True])
+    view = _Chunks([2] + [0] * 10)  # 3 windows of 4: the slow chunk first, DRAM after it
+    mm = _Mm(next_scan=0, pos=4)
+    assert nb._next_slow(mm, 0, view, 4) is None  # two DRAM windows, then the end
+    assert (mm.pos, mm.seq) == (0, 1)
+    rid, idx, nid = nb._next_slow(mm, 0, view, 4)
+    assert idx.tolist() == [0] and nid.tolist() == [2] and mm.seq == 1
+    small = _Mm(next_scan=0)
+    assert nb._next_slow(small, 0, _Chunks([0, 0]), 4) is None  # smaller than a window: one pass, not eight
+    assert small.seq == 1

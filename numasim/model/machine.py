@@ -50,7 +50,7 @@ class MemoryNodeSpec(Spec):
     socket: int = Field(ge=0, description="the socket it is attached to")
     memory: Size = Field(gt=0, le=2**50, description="its capacity, e.g. 256GiB")
     latency_ns: Latency = Field(description="idle latency from the CPUs of the socket it is attached to, ns")
-    bandwidth_gbps: Bandwidth = Field(description="read bandwidth, GB/s")
+    bandwidth_gbps: Bandwidth = Field(description="read bandwidth, GB/s (with port_gbps: its memory's, behind the port)")
     port_gbps: Bandwidth | None = Field(
         default=None, description="bandwidth of its link to the socket in each direction, GB/s (a CXL device's "
         "port: read data comes back one way, write-backs go the other, so a mix of both can move more than "

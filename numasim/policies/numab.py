@@ -329,14 +329,18 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         """Tiering only (mode 2): the slow-tier chunks of the next windows of ``budget`` chunks. Pages on a
         top-tier node are not marked (change_pte_range), and task_numa_work counts a range against its scan
         size only if it marked something there; so it goes on, window by window, until one has a chunk it
-        marks, or :data:`VIRT_WINDOWS` windows are behind it. None if none had one."""
+        marks, or :data:`VIRT_WINDOWS` windows are behind it, or it reaches the end of the process's memory
+        (the next scan starts over: reset_ptenuma_scan). None if no window had one."""
         for _ in range(VIRT_WINDOWS):
+            seq = mm.seq
             window = self._next_chunks(mm, proc, sim, budget)
             if window is None:
                 return None
             keep = self._slow[window[2]]
             if keep.any():
                 return tuple(a[keep] for a in window)
+            if mm.seq != seq:
+                return None
         return None
 
     def _fault(self, tid: int, proc: int, mm: _Mm, off: int, mem_nid: int, cpu_nid: int, mp, free,

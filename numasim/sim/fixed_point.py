@@ -209,9 +209,13 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
     tx = np.empty(n)
     ty = np.empty(nl)
     prev_wait = np.zeros(chip_bw.size)
+    copy_in = np.zeros(n)  # page copies written into each node (extra_link's rows): a port's write direction
     for j in range(n):
         node_load[j] = extra_node[j]
         u[j] = node_load[j] / node_bandwidth[j]
+        for i in range(n):
+            if i != j:
+                copy_in[j] += extra_link[j, i]
     it = 0
     for step in range(1, max_iter + 1):
         it = step
@@ -266,13 +270,12 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
                 flow[i, j] += extra_link[i, j]
         for j in range(n):
             demand = node_load[j] + extra_node[j]
-            one_way = demand  # through a port, reads and copies go one way, write-backs the other
             node_load[j] = demand + wb_sum[j]
+            # Through a port, reads and copies out go one way, write-backs and copies in the other.
+            port_u = max(demand - copy_in[j], wb_sum[j] + copy_in[j]) / node_port[j]  # 0 without a port (inf)
             if has_writes:
                 demand += write_cost * wb_sum[j]
-            u[j] = demand / node_bandwidth[j]
-            if node_port[j] < np.inf:
-                u[j] = max(u[j], one_way / node_port[j], wb_sum[j] / node_port[j])
+            u[j] = max(demand / node_bandwidth[j], port_u)
         if one_hop.size:
             for k in range(nl):
                 traffic[k] = flow[one_hop[k] // n, one_hop[k] % n]

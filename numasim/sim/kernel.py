@@ -299,7 +299,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self._sample_times = np.zeros(0, dtype=np.int64)  # set by the sampler
         self._samples: dict[str, NDArray] = {}  # one array per quantity, a row per sample time
         self._n_samples = 0
-        self._proj = None  # the projected counters a sample reads (Sampling._snapshot), allocated at the first
+        self._proj = None  # the projected counters a sample reads (Sampling._snapshot), allocated at the first sample
 
         self._to_store(nt, machine.n_cpus)
 
@@ -377,6 +377,9 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.env.process(self._sampler())
         self.env.process(self._refresher())
         self._step_until(self.duration_ns)
+        self._snapshot()  # the run's end, after every event of its last instant (the sampler leaves it)
+        if self.progress is not None:
+            self.progress(1.0)
         samples = {k: v[: self._n_samples] for k, v in self._samples.items()}
         return Trace(
             machine=self.machine,

@@ -48,6 +48,8 @@ class Sampling:
             t = int(self._sample_times[k])
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
+            if t == self.duration_ns:
+                return  # the run's end: run() samples it after every event of its instant (Simulation.run)
             self._snapshot()
             if self.progress is not None:
                 self.progress(t / self.duration_ns)
@@ -83,8 +85,10 @@ class Sampling:
         projected to now (:func:`numasim.sim.core.project`), not integrated, so a run's trajectory
         is the same whatever its sample times (tests/test_sampling.py). Memory a thread first-touched
         since its last integration is placed then (at most one touch step or refresh interval later),
-        so a sample's memory is what was placed by its instant; except the run's end, whose sample
-        integrates (nothing is left to steer, and every byte touched is then placed)."""
+        so a sample's memory is what was placed by its instant. The run's end is sampled after every
+        event of its instant, and integrates: every byte touched is then placed; what may follow (the SLA
+        search's :meth:`~numasim.sim.kernel.Simulation.advance`) starts from that state, the same whatever
+        the sample times."""
         nt = len(self.t_cpu)
         if self.env.now == self.duration_ns:
             self._integrate(range(nt))
