@@ -418,3 +418,13 @@ def test_page_copies_into_a_port_node_take_its_write_direction():
                       None, m.node_port)
     assert sol.node_util[2] == pytest.approx(0.75)
     assert sol.node_util[0] == pytest.approx(6.0 / 50.0)  # a DRAM node: its bandwidth only
+
+
+def test_the_local_latency_series_is_the_cpu_nodes_own_memory():
+    """A CPU-less node's own latency is no one's local latency: the series average over nodes with CPUs
+    (a light load on the pacific machine: near its 85 ns), and CXL counts among the remote nodes."""
+    m = load_preset("machines", "pacific-broadwell")
+    data = _one_pod(CHASE, memory_nodes=[CXL])
+    ts = run_small(data).run("n").timeseries
+    assert ts["latency_local_ns"][-1] == pytest.approx(m["local_latency_ns"], rel=0.05)
+    assert ts["latency_remote_ns"][-1] > m["remote_latency_ns"]  # the other socket's DRAM and the CXL node

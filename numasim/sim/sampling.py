@@ -97,6 +97,11 @@ class Sampling:
         proj, busy = self._proj
         core.project(self._F, self._I, self._CF, nt, self.env.now, proj, busy)
         ops, cpu, wait, miss, miss_local, pending = proj
+        cpu_nodes = np.asarray(self.machine.cpu_nodes)
+        rows = self._lmat[cpu_nodes]
+        mine = np.zeros(rows.shape, dtype=bool)
+        mine[np.arange(cpu_nodes.size), cpu_nodes] = True
+        own = rows[mine]
         snap = {
             "ops": ops,
             "cpu": cpu,
@@ -126,9 +131,10 @@ class Sampling:
             "link_traffic": self.r_link_traffic,
             "chiplet_util": self.r_chiplet_util,
             "lock_util": self.r_lock_util,
-            # Mean loaded latency of a node's own memory and of the others', at the last solve (ns).
-            "lat_local": float(np.mean(np.diag(self._lmat))),
-            "lat_remote": float(self._lmat[~np.eye(len(self._lmat), dtype=bool)].mean()) if len(self._lmat) > 1 else np.nan,
+            # Mean loaded latency, from the nodes with CPUs, of their own memory and of every other node's
+            # (CPU-less ones included: no one reads from a CPU-less node's row), at the last solve (ns).
+            "lat_local": float(np.mean(own)),
+            "lat_remote": float(rows[~mine].mean()) if (~mine).any() else np.nan,
         }
         i = self._n_samples
         if i == 0:
