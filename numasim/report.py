@@ -107,9 +107,9 @@ def why(result: RunResult) -> list[str]:
         node = np.asarray([ts["node_gbps"][i] for i in idx], dtype=float) if ts.get("node_gbps") and idx else None
         rows.append((r, mean("latency_local_ns"), mean("latency_remote_ns"), mean("link_util_max"),
                      float(node.max()) if node is not None and node.size else None, mean("chiplet_util_max"),
-                     mean("lock_util_max")))
+                     mean("lock_util_max"), mean("node_util_max")))
     base = next((x for x in rows if x[0].label == result.baseline), None)
-    for r, lat_l, lat_r, link, node_peak, chiplet, lock in rows:
+    for r, lat_l, lat_r, link, node_peak, chiplet, lock, node_util in rows:
         parts = []
         rel = result.relative(r.label)
         if rel is not None and r.label != result.baseline:
@@ -121,6 +121,8 @@ def why(result: RunResult) -> list[str]:
                          f"({lat_l:.0f} ns local)")
         if node_peak is not None and node_peak >= 0.05:
             parts.append(f"the busiest node moves {node_peak:.1f} GB/s")
+        if node_util is not None and node_peak is not None and node_peak >= 0.05:
+            parts.append(f"the most utilised memory node is at {node_util:.0%}")  # (a CPU-less node's port counts)
         if link is not None and link > 0:
             parts.append(f"the busiest interconnect link is {link:.0%} utilised")
         if chiplet is not None and chiplet > 0:

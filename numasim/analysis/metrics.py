@@ -230,6 +230,8 @@ def summarize(trace: Trace, label: str) -> Metrics:
         # write-backs), the busiest interconnect link's utilisation, mean loaded latencies.
         "node_gbps": [[round(float(x), 3) for x in row] for row in s["node_load"][1:]],
         "link_util_max": [float(row.max()) if row.size else 0.0 for row in s["link_util"][1:]],
+        # The busiest memory node's utilisation: its memory's, or a CPU-less node's port's if higher.
+        "node_util_max": [float(row.max()) if row.size else 0.0 for row in s["node_util"][1:]],
         # The busiest chiplet link's utilisation (0 on machines without chiplet links).
         "chiplet_util_max": [float(row.max()) if row.size else 0.0 for row in s["chiplet_util"][1:]],
         # The busiest process-wide lock's share of the time held (0 without locks).
