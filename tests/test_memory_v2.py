@@ -379,7 +379,9 @@ def _on_cxl(write_fraction: float, **node: Any) -> float:
     """GB/s four streaming threads of node 0 move to and from a CXL node (reads and write-backs)."""
     stream = {**STREAMY, "mlp": 32, "cycles_per_op": 1, "write_fraction": write_fraction}
     data = _one_pod(stream, threads=4, memnode=2, memory_nodes=[{**CXL, "bandwidth_gbps": 8.0, **node}])
-    return run_small(data).run("n").memory_gbps
+    run = run_small(data).run("n")
+    assert run.timeseries["node_util_max"][-1] == pytest.approx(1.0, rel=1e-3)  # saturated: memory or port
+    return run.memory_gbps
 
 
 def test_a_port_limits_each_direction_so_a_mix_moves_more_than_reads():
