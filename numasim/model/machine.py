@@ -18,17 +18,13 @@ from pydantic import Field, model_validator
 
 from .curve import LoadedLatencyCurve
 from .interconnect import Interconnect, build_interconnect, socket_routes
-from .spec import Size, Spec, Text
+from .memory_nodes import MemoryNodeSpec, with_memory_nodes
+from .spec import Bandwidth, Latency, Size, Spec, Text
 
 __all__ = ["MachineSpec", "LinkSpec", "MemoryNodeSpec", "Machine", "LoadedLatencyCurve"]
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 
-
-# Physical bounds: orders of magnitude past any machine, so that a typo or a hostile value is
-# refused instead of reaching the arithmetic (a latency of 1e-300 ns, a bandwidth of 1e308).
-Latency = Annotated[float, Field(ge=1, le=100_000)]  # ns
-Bandwidth = Annotated[float, Field(ge=0.01, le=100_000)]  # GB/s
 
 # Lines one thread keeps in flight streaming where the machine does not say (thread_mlp): Little's law
 # on about 12 GB/s per core at about 85 ns (a Skylake-like core; the v1 stream preset's mlp).
@@ -41,34 +37,6 @@ class LinkSpec(Spec):
 
     sockets: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] = Field(description="the two sockets it joins")
     gbps: Bandwidth = Field(description="bandwidth per direction, GB/s; links listed twice between one pair add up")
-
-
-class MemoryNodeSpec(Spec):
-    """A NUMA node with memory and no CPUs: a CXL memory expander, HBM, persistent memory."""
-
-    kind: Literal["cxl", "hbm", "pmem", "dram"] = Field(default="cxl", description="what the memory is (for tables)")
-    socket: int = Field(ge=0, description="the socket it is attached to")
-    memory: Size = Field(gt=0, le=2**50, description="its capacity, e.g. 256GiB")
-    latency_ns: Latency = Field(description="idle latency from the CPUs of the socket it is attached to, ns")
-    bandwidth_gbps: Bandwidth = Field(description="read bandwidth, GB/s (with port_gbps: its memory's, behind the port)")
-    port_gbps: Bandwidth | None = Field(
-        default=None, description="bandwidth of its link to the socket in each direction, GB/s (a CXL device's "
-        "port: read data comes back one way, write-backs go the other, so a mix of both can move more than "
-        "reads alone; default: no limit besides bandwidth_gbps)")
-    slit: int | None = Field(default=None, ge=11, le=254, description="ACPI SLIT distance from its socket's nodes (default: 10 x latency ratio)")
-    loaded_latency: list[tuple[Bandwidth, Latency]] | None = Field(
-        default=None, min_length=2, description="its own measured [GB/s, ns] loaded-latency points (default: the DRAM curve)")
-    loaded_latency_peak_gbps: Bandwidth | None = Field(default=None, description="the peak bandwidth of that measurement")
-
-    @model_validator(mode="after")
-    def _check(self) -> "MemoryNodeSpec":
-        if (self.loaded_latency is None) != (self.loaded_latency_peak_gbps is None):
-            raise ValueError("give loaded_latency and loaded_latency_peak_gbps together")
-        if self.loaded_latency is not None:
-            bws = [p[0] for p in self.loaded_latency]
-            if any(b2 <= b1 for b1, b2 in zip(bws, bws[1:])) or max(bws) > self.loaded_latency_peak_gbps * 1.0001:
-                raise ValueError("loaded_latency points must have increasing bandwidth, up to loaded_latency_peak_gbps")
-        return self
 
 
 class MachineSpec(Spec):
@@ -294,39 +262,6 @@ def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray
     return c2c
 
 
-def _with_memory_nodes(spec: "MachineSpec", latency, distance, node_socket):
-    """Latency and distance matrices and node sockets extended by the CPU-less ``memory_nodes``.
-
-    A memory node's latency from a CPU node is its latency from its own socket plus what
-    the CPU node's DRAM latency to the nearest node of that socket adds over that node's
-    local latency (the same extra hops); its SLIT distance likewise. Rows of memory nodes
-    (no CPU reads from them) mirror their columns.
-    """
-    c = len(latency)
-    total = c + len(spec.memory_nodes)
-    lat = np.zeros((total, total))
-    dist = np.zeros((total, total), dtype=np.int64)
-    lat[:c, :c] = latency
-    dist[:c, :c] = distance
-    sock = np.concatenate([node_socket, [mn.socket for mn in spec.memory_nodes]]).astype(np.int64)
-    for k, mn in enumerate(spec.memory_nodes):
-        m = c + k
-        near = [j for j in range(c) if sock[j] == mn.socket]
-        own = mn.slit if mn.slit is not None else max(11, int(round(10.0 * mn.latency_ns / latency[near[0], near[0]])))
-        for i in range(c):
-            j = min(near, key=lambda j: (latency[i, j], j))
-            lat[i, m] = mn.latency_ns + latency[i, j] - latency[j, j]
-            dist[i, m] = own + distance[i, j] - 10
-        lat[m, m], dist[m, m] = mn.latency_ns, 10
-    for m in range(c, total):
-        anchor = min((j for j in range(c) if sock[j] == sock[m]), key=lambda j: j)
-        for i in range(total):
-            if i != m:
-                lat[m, i] = lat[i, m] if i < c else lat[anchor, i]
-                dist[m, i] = dist[i, m] if i < c else dist[anchor, i]
-    return lat, dist, sock
-
-
 @dataclass(frozen=True, eq=False)
 class Machine:
     """A machine, derived from a :class:`MachineSpec`; all arrays are read-only.
@@ -458,7 +393,7 @@ class Machine:
         )
         node_curves = [curve] * n
         if spec.memory_nodes:
-            latency, distance, node_socket = _with_memory_nodes(spec, latency, distance, node_socket)
+            latency, distance, node_socket = with_memory_nodes(spec, latency, distance, node_socket)
             node_memory = np.concatenate([node_memory, [mn.memory for mn in spec.memory_nodes]]).astype(np.int64)
             node_bandwidth = np.concatenate([node_bandwidth, [mn.bandwidth_gbps for mn in spec.memory_nodes]])
             node_port = np.concatenate([node_port, [mn.port_gbps or np.inf for mn in spec.memory_nodes]])

@@ -8,12 +8,12 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..units import (CPU_HELP, CPU_PATTERN, DURATION_HELP, DURATION_PATTERN, SIZE_HELP, SIZE_PATTERN, parse_cpu,
                      parse_duration, parse_size)
 
-__all__ = ["Spec", "Text", "Size", "Duration", "Cpu"]
+__all__ = ["Spec", "Text", "Size", "Duration", "Cpu", "Latency", "Bandwidth"]
 
 
 def _accepts_bool(annotation: Any) -> bool:
@@ -93,3 +93,9 @@ Duration = Annotated[int, BeforeValidator(parse_duration),
 
 Cpu = Annotated[float, BeforeValidator(parse_cpu), _Quantity("cpu", CPU_PATTERN, CPU_HELP, (("type", "number"),))]
 """CPUs as Kubernetes writes them: a number (``2``, ``0.5``) or millicores (``'500m'``)."""
+
+
+# Physical bounds: orders of magnitude past any machine, so that a typo or a hostile value is
+# refused instead of reaching the arithmetic (a latency of 1e-300 ns, a bandwidth of 1e308).
+Latency = Annotated[float, Field(ge=1, le=100_000)]  # ns
+Bandwidth = Annotated[float, Field(ge=0.01, le=100_000)]  # GB/s
