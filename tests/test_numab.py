@@ -308,15 +308,17 @@ def test_the_compiled_faults_decide_what_the_python_faults_decide(monkeypatch):
 
 
 def test_the_shortcuts_of_the_tick_change_nothing(monkeypatch):
-    """The periodic balancer's "nothing is due" test on arrays and the charges integrated in one call are
+    """The periodic balancer's due entities found on arrays and the charges integrated in one call are
     shortcuts: with the balancer walking every domain at every tick and each charge applied on its own,
     the runs of every era are the same to the last bit."""
     from numasim.policies import balance
     from numasim.sim.kernel import Simulation
 
+    from .test_periodic import _plain_periodic
+
     scenario = _eras_scenario()
     fast = _traces(scenario)
-    monkeypatch.setattr(balance._DueTimes, "earliest", lambda self, nr: -1)  # always walk every domain
+    monkeypatch.setattr(balance.LoadBalancer, "_periodic", _plain_periodic)  # walk every domain at every tick
 
     def one_by_one(self, decisions):
         for d in decisions:

@@ -61,10 +61,14 @@ class _Entity:
 
 class _DueTimes:
     """The entities' last balancing times and intervals as arrays, to find the earliest due time
-    in one array operation: an entity's balancing CPU is busy when no CPU of its group is idle."""
+    and the entities due in one array operation: an entity's balancing CPU is busy when no CPU of
+    its group is idle."""
 
-    def __init__(self, entities: list[_Entity]):
+    def __init__(self, entities: list[_Entity], domain_cpus: list[tuple[int, ...]]):
         self.cpus, self.start = flat_groups([e.cpus for e in entities])
+        self.dcpus, self.dstart = flat_groups(domain_cpus)  # each entity's domain's CPUs
+        self.order = np.empty(len(entities), dtype=np.int64)  # due_now's output
+        self.quiet = np.empty(len(entities), dtype=np.bool_)  # ... and whether nothing runs in the domain
         self.update(entities)
 
     def update(self, entities: list[_Entity]) -> None:
@@ -72,27 +76,64 @@ class _DueTimes:
         self.idle_ns = np.array([e.idle_ns for e in entities], dtype=np.int64)
         self.busy_ns = np.array([e.busy_ns for e in entities], dtype=np.int64)
 
-    def earliest(self, nr: np.ndarray) -> int:
-        return int(earliest_due(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns))
+    def set(self, k: int, e: _Entity) -> None:
+        """Entity ``k`` balanced: its new last time and intervals."""
+        self.last[k], self.idle_ns[k], self.busy_ns[k] = e.last, e.idle_ns, e.busy_ns
+
+    def earliest(self, nr: np.ndarray, count: int = -1) -> int:
+        """The earliest due time of the first ``count`` entities (all by default; at least one)."""
+        return int(earliest_due(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns,
+                                self.start.size if count < 0 else count))
+
+    def due(self, nr: np.ndarray, now: int) -> tuple[list[int], list[bool]]:
+        """The entities due at ``now`` with run counts ``nr``, ascending, and whether nothing runs in each one's domain."""
+        n = due_now(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns, now, self.dcpus, self.dstart,
+                    self.order, self.quiet)
+        return self.order[:n].tolist(), self.quiet[:n].tolist()
 
 
 @jit.kernel
-def earliest_due(nr, cpus, start, last, idle_ns, busy_ns):
-    """The earliest due time of the entities (:class:`_DueTimes`' arrays) with run counts ``nr``: an
-    entity's last time plus its idle interval if a CPU of its group (``cpus`` from ``start[k]``) is idle,
-    else its busy one."""
+def _idle_group(nr, cpus, start, k):
+    stop = start[k + 1] if k + 1 < start.size else cpus.size
+    for j in range(start[k], stop):
+        if nr[cpus[j]] == 0:
+            return True
+    return False
+
+
+@jit.kernel
+def earliest_due(nr, cpus, start, last, idle_ns, busy_ns, count):
+    """The earliest due time of the first ``count`` entities (:class:`_DueTimes`' arrays) with run counts
+    ``nr``: an entity's last time plus its idle interval if a CPU of its group (``cpus`` from ``start[k]``)
+    is idle, else its busy one."""
     best = last[0] + busy_ns[0]
-    for k in range(start.size):
-        stop = start[k + 1] if k + 1 < start.size else cpus.size
-        idle = False
-        for j in range(start[k], stop):
-            if nr[cpus[j]] == 0:
-                idle = True
-                break
-        due = last[k] + (idle_ns[k] if idle else busy_ns[k])
+    for k in range(count):
+        due = last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k])
         if due < best:
             best = due
     return best
+
+
+@jit.kernel
+def due_now(nr, cpus, start, last, idle_ns, busy_ns, now, dcpus, dstart, out, quiet):
+    """Writes to ``out`` the entities due at ``now`` (ascending), to ``quiet`` whether no CPU of each
+    one's domain (``dcpus`` from ``dstart[k]``) runs a task, and returns how many."""
+    n = 0
+    for k in range(start.size):
+        if now >= last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k]):
+            out[n] = k
+            quiet[n] = not _runs_any(nr, dcpus, dstart, k)
+            n += 1
+    return n
+
+
+@jit.kernel
+def _runs_any(nr, cpus, start, k):
+    stop = start[k + 1] if k + 1 < start.size else cpus.size
+    for j in range(start[k], stop):
+        if nr[cpus[j]] > 0:
+            return True
+    return False
 
 
 class LoadBalancer:
@@ -194,39 +235,66 @@ class LoadBalancer:
         """Periodic balancing (``sched_balance_domains``): every domain and group whose interval is
         due, from the CPU that balances for it; returns the moves (thread -> CPU) and sets the next due time.
 
-        Whether any entity is due is first found for all at once, from the arrays of
-        :class:`_DueTimes` (with NUMA balancing most ticks are its own, and find nothing due)."""
+        The entities due, and the earliest next due time, are found for all at once from the arrays of
+        :class:`_DueTimes` (most entities are not due at a tick; with NUMA balancing most ticks are its
+        own, and find nothing due). That holds until a task moves: from then on the entities after it
+        are taken one by one, each seeing the run counts the moves before it left, as the kernel's
+        loop over CPUs and domains does."""
         now = sim.now
+        if not self.entities:  # one CPU: no domains
+            self._next = now + max(self.jiffy, 1)
+            return {}
         times = self._due
         if times is None:
-            times = self._due = _DueTimes(self.entities)
-        earliest = times.earliest(sim.nr_running) if self.entities else now  # (one CPU: no domains)
+            times = self._due = _DueTimes(self.entities, [self._domains[e.level][e.span].cpus for e in self.entities])
+        nr0 = sim.nr_running
+        earliest = times.earliest(nr0)
         if now < earliest:
             self._next = max(earliest, now + 1)
             return {}
         p = Pass(sim)
         nr = p.nr
-        nxt = None
-        for e in self.entities:
-            dst = self._balance_cpu(e, nr)
-            busy = nr[dst] > 0
-            if now >= e.last + (e.busy_ns if busy else e.idle_ns):
-                if any(nr[c] for c in self._domains[e.level][e.span].cpus):
-                    found, moved = self._balance(e, dst, busy, p)
-                else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
-                    found, moved = False, 0
-                w = float(self.levels[e.level].weight)
-                # sched_balance_rq's back-off: min_interval after an imbalance, else doubling.
-                self._set_interval(e, w if found else min(e.interval_ms * 2, 2 * w))
-                e.failed = 0 if moved or not found else e.failed + 1
-                e.last = now
-                busy = nr[self._balance_cpu(e, nr)] > 0
-            due = e.last + (e.busy_ns if busy else e.idle_ns)
-            if nxt is None or due < nxt:
-                nxt = due
-        self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
+        due_k, quiet = times.due(nr0, now)
+        for k, q in zip(due_k, quiet):
+            e = self.entities[k]
+            if q:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds (_visit, shortened)
+                cap = 2.0 * self.levels[e.level].weight
+                if e.interval_ms != cap:
+                    self._set_interval(e, min(e.interval_ms * 2, cap))
+                e.failed, e.last = 0, now
+                times.set(k, e)
+                continue
+            due = self._visit(e, nr, p, now)
+            times.set(k, e)
+            if p.moves:
+                break
+        else:
+            self._next = max(times.earliest(nr0), now + 1)
+            return p.moves
+        # A task moved at entity k: those before it saw the pass's first run counts, the rest see the moves.
+        nxt = min(times.earliest(nr0, k), due) if k else due
+        for e in self.entities[k + 1:]:
+            nxt = min(nxt, self._visit(e, nr, p, now))
+        self._next = max(nxt, now + 1)
         times.update(self.entities)
         return p.moves
+
+    def _visit(self, e: _Entity, nr: list[int], p: Pass, now: int) -> int:
+        """Balance ``e``'s domain and group if due; returns when it is next due."""
+        busy = nr[self._balance_cpu(e, nr)] > 0
+        if now >= e.last + (e.busy_ns if busy else e.idle_ns):
+            dst = self._balance_cpu(e, nr)
+            if any(nr[c] for c in self._domains[e.level][e.span].cpus):
+                found, moved = self._balance(e, dst, busy, p)
+            else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
+                found, moved = False, 0
+            w = float(self.levels[e.level].weight)
+            # sched_balance_rq's back-off: min_interval after an imbalance, else doubling.
+            self._set_interval(e, w if found else min(e.interval_ms * 2, 2 * w))
+            e.failed = 0 if moved or not found else e.failed + 1
+            e.last = now
+            busy = nr[self._balance_cpu(e, nr)] > 0
+        return e.last + (e.busy_ns if busy else e.idle_ns)
 
     def _balance(self, e: _Entity, dst: int, busy: bool, p: Pass, newidle: bool = False) -> tuple[bool, int]:
         """``sched_balance_rq`` for one domain and group; returns (imbalance found, tasks moved).
