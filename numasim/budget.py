@@ -1,10 +1,15 @@
 """What a run will cost, estimated before it starts, and refused above a budget.
 
-The estimate is deliberately simple and errs high. Simulated events come from threads,
-time and CPUs. A thread makes about 80-90 events per simulated second in the shipped
-scenarios and the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread
-pods on 8x56 cores 88), so 100 is used. The balancer's ticks add work per CPU. An event
-costs 17-41 us of CPU on the benchmark machine (docs/performance.md), so 40 is used.
+The estimate is deliberately simple and errs high. Simulated events come from threads and
+time. A thread makes about 80-90 events per simulated second in the shipped scenarios and
+the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread pods on 8x56
+cores 88), so 100 is used; the scheduler's tick (``hz`` a second), the rate solve's refresh
+(every 25 ms) and each sample are an event too. An event costs 17-41 us of CPU on the
+benchmark machine (docs/performance.md), so 40 is used. The periodic balancer's work at a
+tick grows with the machine's CPUs, busy or idle: 0.5-2.7 us a CPU measured (pacific, a
+2 x 56-core k8s host, cxl-tiering's 224 CPUs with 56 threads), so 6 us is used. Measured
+against every shipped scenario and validation case (session 22): events 1.5-440x the run's,
+CPU 2.2-200x (threads that never block make far fewer than 100 events a second).
 Workloads can ask for more: a request costs about two events (pacific: 128,180 events for
 61,749 requests, everything included), at most as many per second as a thread can finish
 (its think time plus the request's operations at idle memory latency and its share of the
@@ -29,12 +34,15 @@ from .model.machine import Machine
 from .model.scenario import Scenario, Variant
 from .model.workload import WorkloadProfile
 from .policies.api import CHUNK
+from .sim.rates import REFRESH_NS
 from .sim.sampling import MIN_SAMPLES
 
 __all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
 EVENTS_PER_THREAD_S = 100.0
-EVENTS_PER_CPU_S = 250.0  # a balancer tick per CPU every 4 ms, counted as an event
+DEFAULT_HZ = 250  # the scheduler's ticks per second where a policy has no ``hz`` option: an event each
+REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
+BALANCER_CPU_S_PER_CPU_TICK = 6e-6  # the periodic balancer's work at a tick, per CPU of the machine
 CPU_S_PER_EVENT = 40e-6
 EVENTS_PER_REQUEST = 2.0
 SAMPLE_CPU_S = 4e-4  # per sample, plus SAMPLE_CPU_S_PER_VALUE per sampled value
@@ -91,6 +99,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     memory = 0.0
     runs = 0
     sample_s = 0.0
+    balancer_s = 0.0
     for v in variants:
         machine = scenario.machine_of(v)
         pods = scenario.pods_of(v)
@@ -98,7 +107,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         threads = sum(p.replicas * p.threads for p in pods)
         n_pods = sum(p.replicas for p in pods)
         share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
-        per_s = machine.n_cpus * EVENTS_PER_CPU_S
+        hz = float(getattr(v.options, "hz", DEFAULT_HZ))
+        per_s = hz + REFRESHES_PER_S
         queued = 0.0
         for p in pods:
             pr = profiles[p.profile]
@@ -110,16 +120,18 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         n = spec.replications
         runs += n
         events += (n * dur_s + ladder_s) * per_s
+        balancer_s += (n * dur_s + ladder_s) * hz * machine.n_cpus * BALANCER_CPU_S_PER_CPU_TICK
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
         rows = min(n_samples, max(MIN_SAMPLES, spec.sample_memory // (8 * row)))
         sample_s += n * rows * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
+        events += n * rows
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
         memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
-    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + sample_s,
+    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
 
 

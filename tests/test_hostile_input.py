@@ -139,6 +139,23 @@ def test_the_estimate_errs_high_on_the_reference_scenario():
     assert est.cpu_seconds > estimate(s, list(s.variants), None, False).cpu_seconds * 1.5
 
 
+@pytest.mark.parametrize("name", ["pacific.yaml", "autonuma.yaml", "governor.yaml", "k8s-topology.yaml",
+                                  "cxl-tiering.yaml", "likwid-smt-load-1core-mem-rome", "likwid-load-snc-domain-vs-1core-clx"])
+def test_the_estimate_counts_no_fewer_events_than_a_run_makes(name):
+    # Events are counted, not timed: each shipped scenario's variants (and two validation cases of one
+    # thread that never blocks on a large machine, where ticks, refreshes and samples are most of the
+    # events), run a second past the warm-up, make no more events than the estimate says.
+    from numasim.runner import _simulate
+    from numasim.validation import _scenario, load_cases
+
+    s = load(f"scenarios/{name}") if name.endswith(".yaml") else _scenario(load_cases([name])[0])
+    duration = min(s.spec.duration, s.spec.warmup + 1_000_000_000)
+    for v in s.variants[:3]:
+        est = estimate(s, [v], duration, False)
+        _, _, trace = _simulate(s, v, 1, duration)
+        assert est.events / s.spec.replications >= trace.n_events, v.label
+
+
 def test_a_machine_past_the_modelled_size_is_refused(tmp_path, capsys):
     slit = [[10 if i == j else 21 for j in range(64)] for i in range(64)]
     p = scenario(tmp_path, machine={"preset": "pacific-broadwell", "sockets": 64, "cores_per_node": 1024,
