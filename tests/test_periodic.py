@@ -9,27 +9,13 @@ from .conftest import small_scenario
 
 
 def _plain_periodic(self, sim):
-    """``sched_balance_domains`` as a plain loop over every (level, domain, group) at each tick."""
+    """``sched_balance_domains`` as a plain loop: every (level, domain, group) at each tick, in order,
+    each balanced if due (``_visit``) and seeing the moves made before it."""
     from numasim.policies.balance_pass import Pass
 
     now, p = sim.now, Pass(sim)
-    nr, nxt = p.nr, None
-    for e in self.entities:
-        dst = self._balance_cpu(e, nr)
-        busy = nr[dst] > 0
-        if now >= e.last + (e.busy_ns if busy else e.idle_ns):
-            if any(nr[c] for c in self._domains[e.level][e.span].cpus):
-                found, moved = self._balance(e, dst, busy, p)
-            else:
-                found, moved = False, 0
-            w = float(self.levels[e.level].weight)
-            self._set_interval(e, w if found else min(e.interval_ms * 2, 2 * w))
-            e.failed = 0 if moved or not found else e.failed + 1
-            e.last = now
-            busy = nr[self._balance_cpu(e, nr)] > 0
-        due = e.last + (e.busy_ns if busy else e.idle_ns)
-        nxt = due if nxt is None or due < nxt else nxt
-    self._next = max(int(nxt if nxt is not None else now + self.jiffy), now + 1)
+    nxt = min(self._visit(e, p.nr, p, now) for e in self.entities) if self.entities else now + self.jiffy
+    self._next = max(int(nxt), now + 1)
     return p.moves
 
 
