@@ -64,11 +64,13 @@ class _DueTimes:
     and the entities due in one array operation: an entity's balancing CPU is busy when no CPU of
     its group is idle."""
 
-    def __init__(self, entities: list[_Entity], domain_cpus: list[tuple[int, ...]]):
+    def __init__(self, entities: list[_Entity], domain_cpus: list[tuple[int, ...]], settled: list[bool]):
         self.cpus, self.start = flat_groups([e.cpus for e in entities])
         self.dcpus, self.dstart = flat_groups(domain_cpus)  # each entity's domain's CPUs
+        # Whether the entity's balancing finds nothing while no CPU of its domain runs two tasks.
+        self.settled = np.array(settled, dtype=np.bool_)
         self.order = np.empty(len(entities), dtype=np.int64)  # due_now's output
-        self.quiet = np.empty(len(entities), dtype=np.bool_)  # ... and whether nothing runs in the domain
+        self.quiet = np.empty(len(entities), dtype=np.bool_)  # ... and whether its balancing would find nothing
         self.update(entities)
 
     def update(self, entities: list[_Entity]) -> None:
@@ -86,9 +88,10 @@ class _DueTimes:
                                 self.start.size if count < 0 else count))
 
     def due(self, nr: np.ndarray, now: int) -> tuple[list[int], list[bool]]:
-        """The entities due at ``now`` with run counts ``nr``, ascending, and whether nothing runs in each one's domain."""
+        """The entities due at ``now`` with run counts ``nr``, ascending, and whether each one's balancing
+        finds nothing: no CPU of its domain runs a task, or (``settled``) none runs two."""
         n = due_now(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns, now, self.dcpus, self.dstart,
-                    self.order, self.quiet)
+                    self.settled, self.order, self.quiet)
         return self.order[:n].tolist(), self.quiet[:n].tolist()
 
 
@@ -115,25 +118,30 @@ def earliest_due(nr, cpus, start, last, idle_ns, busy_ns, count):
 
 
 @jit.kernel
-def due_now(nr, cpus, start, last, idle_ns, busy_ns, now, dcpus, dstart, out, quiet):
+def due_now(nr, cpus, start, last, idle_ns, busy_ns, now, dcpus, dstart, settled, out, quiet):
     """Writes to ``out`` the entities due at ``now`` (ascending), to ``quiet`` whether no CPU of each
-    one's domain (``dcpus`` from ``dstart[k]``) runs a task, and returns how many."""
+    one's domain (``dcpus`` from ``dstart[k]``) runs a task, or, where ``settled[k]``, none runs two;
+    returns how many."""
     n = 0
     for k in range(start.size):
         if now >= last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k]):
             out[n] = k
-            quiet[n] = not _runs_any(nr, dcpus, dstart, k)
+            most = _most_running(nr, dcpus, dstart, k)
+            quiet[n] = most == 0 or (settled[k] and most == 1)
             n += 1
     return n
 
 
 @jit.kernel
-def _runs_any(nr, cpus, start, k):
+def _most_running(nr, cpus, start, k):
     stop = start[k + 1] if k + 1 < start.size else cpus.size
+    most = 0
     for j in range(start[k], stop):
-        if nr[cpus[j]] > 0:
-            return True
-    return False
+        if nr[cpus[j]] > most:
+            most = nr[cpus[j]]
+            if most > 1:
+                break
+    return most
 
 
 class LoadBalancer:
@@ -237,16 +245,18 @@ class LoadBalancer:
 
         The entities due, and the earliest next due time, are found for all at once from the arrays of
         :class:`_DueTimes` (most entities are not due at a tick; with NUMA balancing most ticks are its
-        own, and find nothing due). That holds until a task moves: from then on the entities after it
-        are taken one by one, each seeing the run counts the moves before it left, as the kernel's
-        loop over CPUs and domains does."""
+        own, and find nothing due), and with them the entities whose balancing would find nothing
+        (:meth:`_settled`): those only back off. That holds until a task moves: from then on the
+        entities after it are taken one by one, each seeing the run counts the moves before it left,
+        as the kernel's loop over CPUs and domains does."""
         now = sim.now
         if not self.entities:  # one CPU: no domains
             self._next = now + max(self.jiffy, 1)
             return {}
         times = self._due
         if times is None:
-            times = self._due = _DueTimes(self.entities, [self._domains[e.level][e.span].cpus for e in self.entities])
+            times = self._due = _DueTimes(self.entities, [self._domains[e.level][e.span].cpus for e in self.entities],
+                                          [self._settled(e) for e in self.entities])
         nr0 = sim.nr_running
         earliest = times.earliest(nr0)
         if now < earliest:
@@ -257,7 +267,7 @@ class LoadBalancer:
         due_k, quiet = times.due(nr0, now)
         for k, q in zip(due_k, quiet):
             e = self.entities[k]
-            if q:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds (_visit, shortened)
+            if q:  # sched_balance_rq would find no imbalance (_settled): _visit's outcome, shortened
                 cap = 2.0 * self.levels[e.level].weight
                 if e.interval_ms != cap:
                     self._set_interval(e, min(e.interval_ms * 2, cap))
@@ -278,6 +288,15 @@ class LoadBalancer:
         self._next = max(nxt, now + 1)
         times.update(self.entities)
         return p.moves
+
+    def _settled(self, e: _Entity) -> bool:
+        """Whether ``e``'s balancing finds nothing while no CPU of its domain runs two tasks (it finds nothing
+        where none runs one, in every era). From v5.5, where the groups are single CPUs and not siblings'
+        (the lowest level), a busiest CPU running one task is no imbalance (``_balance_once``: ``busiest.nr
+        == 1`` ends the search before any active balancing); the older balancer weighs loads instead."""
+        lvl = self.levels[e.level]
+        return (self._domains[e.level][e.span].single and not lvl.prefer_sibling
+                and self.o.numa_imbalance_kernel not in balance_v4.ERAS)
 
     def _visit(self, e: _Entity, nr: list[int], p: Pass, now: int) -> int:
         """Balance ``e``'s domain and group if due; returns when it is next due."""
