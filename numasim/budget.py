@@ -5,11 +5,12 @@ time. A thread makes about 80-90 events per simulated second in the shipped scen
 the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread pods on 8x56
 cores 88), so 100 is used; the scheduler's tick (``hz`` a second), the rate solve's refresh
 (every 25 ms) and each sample are an event too. An event costs 17-41 us of CPU on the
-benchmark machine (docs/performance.md), so 40 is used. The periodic balancer's work at a
-tick grows with the machine's CPUs, busy or idle: 0.5-2.7 us a CPU measured (pacific, a
-2 x 56-core k8s host, cxl-tiering's 224 CPUs with 56 threads), so 6 us is used. Measured
-against every shipped scenario and validation case (session 22): events 1.5-440x the run's,
-CPU 2.2-200x (threads that never block make far fewer than 100 events a second).
+benchmark machine (docs/performance.md), so 40 is used. The periodic balancer's work grows
+with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated
+second per CPU and level measured (session 22: the shipped scenarios, 224 CPUs with 56 threads
+the most per CPU after the k8s host's 112), so 0.25 ms is used. Measured against every shipped
+scenario and validation case (session 22): events 1.5-440x the run's, CPU 2-140x (threads
+that never block make far fewer than 100 events a second).
 Workloads can ask for more: a request costs about two events (pacific: 128,180 events for
 61,749 requests, everything included), at most as many per second as a thread can finish
 (its think time plus the request's operations at idle memory latency and its share of the
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import Problem, ScenarioError
 from .model.machine import Machine
 from .model.scenario import Scenario, Variant
@@ -42,7 +45,7 @@ __all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_ME
 EVENTS_PER_THREAD_S = 100.0
 DEFAULT_HZ = 250  # the scheduler's ticks per second where a policy has no ``hz`` option: an event each
 REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
-BALANCER_CPU_S_PER_CPU_TICK = 6e-6  # the periodic balancer's work at a tick, per CPU of the machine
+BALANCER_CPU_S_PER_CPU_LEVEL_S = 2.5e-4  # the periodic balancer's work per simulated second, per CPU and domain level
 CPU_S_PER_EVENT = 40e-6
 EVENTS_PER_REQUEST = 2.0
 SAMPLE_CPU_S = 4e-4  # per sample, plus SAMPLE_CPU_S_PER_VALUE per sampled value
@@ -120,7 +123,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         n = spec.replications
         runs += n
         events += (n * dur_s + ladder_s) * per_s
-        balancer_s += (n * dur_s + ladder_s) * hz * machine.n_cpus * BALANCER_CPU_S_PER_CPU_TICK
+        balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
@@ -133,6 +136,14 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
+
+
+def _levels(machine: Machine) -> int:
+    """The scheduling-domain levels a machine can have (:mod:`numasim.policies.domains`): SMT, the LLC,
+    the node, one per distance between nodes with CPUs."""
+    cpus = list(machine.cpu_nodes)
+    distances = set(np.unique(machine.distance[np.ix_(cpus, cpus)]).tolist()) - {10}
+    return (1 if machine.smt else 0) + 2 + len(distances)
 
 
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:
