@@ -291,12 +291,12 @@ class LoadBalancer:
 
     def _settled(self, e: _Entity) -> bool:
         """Whether ``e``'s balancing finds nothing while no CPU of its domain runs two tasks (it finds nothing
-        where none runs one, in every era). From v5.5, where the groups are single CPUs and not siblings'
-        (the lowest level), a busiest CPU running one task is no imbalance (``_balance_once``: ``busiest.nr
-        == 1`` ends the search before any active balancing); the older balancer weighs loads instead."""
-        lvl = self.levels[e.level]
-        return (self._domains[e.level][e.span].single and not lvl.prefer_sibling
-                and self.o.numa_imbalance_kernel not in balance_v4.ERAS)
+        where none runs one, in every era): where the groups are single CPUs and not siblings' (the lowest
+        level), a busiest CPU running one task is no imbalance for a periodic pass. From v5.5
+        (``_balance_once``) a busiest group with one task ends the search before any active balancing;
+        before (``balance_v4.find_busiest_group``) a busy balancing CPU's load is already the busiest's, and
+        an idle one's group has one idle CPU, no more than the busiest's plus one."""
+        return self._domains[e.level][e.span].single and not self.levels[e.level].prefer_sibling
 
     def _visit(self, e: _Entity, nr: list[int], p: Pass, now: int) -> int:
         """Balance ``e``'s domain and group if due; returns when it is next due."""
