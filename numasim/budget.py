@@ -7,9 +7,12 @@ cores 88), so 100 is used; the scheduler's tick (``hz`` a second), the rate solv
 (every 25 ms) and each sample are an event too. An event costs 17-41 us of CPU on the
 benchmark machine (docs/performance.md), so 40 is used. The periodic balancer's work grows
 with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated
-second per CPU and level measured (session 22: the shipped scenarios, 224 CPUs with 56 threads
-the most per CPU after the k8s host's 112), so 0.25 ms is used. Measured against every shipped
-scenario and validation case (session 22): events 1.5-440x the run's, CPU 2-140x (threads
+second per CPU and level over the shipped scenarios (session 22; the most on the 112-CPU k8s
+host, then cxl-tiering's 224 CPUs), 0.45 ms with two threads pinned to each of half the cores
+of a 2 x 28-core SMT machine, so 0.5 ms is used. A policy that rebalances every
+``rebalance_period`` (ESXi) does work at each of its ticks: 2.8-6.6 us per CPU measured at
+a 1 ms period on 16- and 32-CPU machines, so 10 us is used. Measured against every shipped
+scenario and validation case (session 22): events 1.4-440x the run's, CPU 3-170x (threads
 that never block make far fewer than 100 events a second).
 Workloads can ask for more: a request costs about two events (pacific: 128,180 events for
 61,749 requests, everything included), at most as many per second as a thread can finish
@@ -43,9 +46,11 @@ from .sim.sampling import MIN_SAMPLES
 __all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
 EVENTS_PER_THREAD_S = 100.0
-DEFAULT_HZ = 250  # the scheduler's ticks per second where a policy has no ``hz`` option: an event each
+DEFAULT_TICKS_PER_S = 1000.0  # a policy's ticks a second when its options say neither hz nor a rebalance period
+NUMAB_TICKS_PER_S = 100.0  # NUMA balancing's own tick (every 10 ms), apart from the scheduler's
 REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
-BALANCER_CPU_S_PER_CPU_LEVEL_S = 2.5e-4  # the periodic balancer's work per simulated second, per CPU and domain level
+BALANCER_CPU_S_PER_CPU_LEVEL_S = 5e-4  # the periodic balancer's work per simulated second, per CPU and domain level
+REBALANCE_CPU_S_PER_CPU = 1e-5  # a rebalance_period policy's (ESXi's) work at each tick, per CPU of the machine
 CPU_S_PER_EVENT = 40e-6
 EVENTS_PER_REQUEST = 2.0
 SAMPLE_CPU_S = 4e-4  # per sample, plus SAMPLE_CPU_S_PER_VALUE per sampled value
@@ -110,8 +115,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         threads = sum(p.replicas * p.threads for p in pods)
         n_pods = sum(p.replicas for p in pods)
         share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
-        hz = float(getattr(v.options, "hz", DEFAULT_HZ))
-        per_s = hz + REFRESHES_PER_S
+        per_s = _ticks_per_s(v.options) + REFRESHES_PER_S
         queued = 0.0
         for p in pods:
             pr = profiles[p.profile]
@@ -124,6 +128,9 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         runs += n
         events += (n * dur_s + ladder_s) * per_s
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
+        period = getattr(v.options, "rebalance_period", None)
+        if isinstance(period, (int, float)) and period > 0:
+            balancer_s += (n * dur_s + ladder_s) * 1e9 / period * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
@@ -136,6 +143,20 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
+
+
+def _ticks_per_s(options: object) -> float:
+    """A policy's tick events per simulated second, at most: its ``hz`` (CFS and the policies built on it:
+    the balancer ticks only when a domain is due, at most once a jiffy), or one per ``rebalance_period``
+    (ESXi), else 1,000; plus NUMA balancing's own 10 ms tick where it is on."""
+    hz, period = getattr(options, "hz", None), getattr(options, "rebalance_period", None)
+    rates = [float(hz)] if isinstance(hz, (int, float)) and hz > 0 else []
+    if isinstance(period, (int, float)) and period > 0:
+        rates.append(1e9 / period)
+    ticks = max(rates) if rates else DEFAULT_TICKS_PER_S
+    if getattr(options, "numa_balancing", False) is True or getattr(options, "numa_balancing_tiering", False) is True:
+        ticks += NUMAB_TICKS_PER_S
+    return ticks
 
 
 def _levels(machine: Machine) -> int:

@@ -156,6 +156,25 @@ def test_the_estimate_counts_no_fewer_events_than_a_run_makes(name):
         assert est.events / s.spec.replications >= trace.n_events, v.label
 
 
+@pytest.mark.parametrize("policy", [
+    {"label": "x", "policy": "cfs", "options": {"hz": 100, "numa_balancing": True}},  # NUMA balancing's own tick
+    {"label": "x", "policy": "cfs", "options": {"hz": 100, "numa_balancing_tiering": True}},
+    {"label": "x", "policy": "esxi", "options": {"rebalance_period": "1ms"}},  # a tick every rebalance period
+])
+def test_the_estimate_counts_every_kind_of_tick(policy):
+    # One thread that never blocks on a small SMT machine: ticks, refreshes and samples are most of the events.
+    from numasim.runner import _simulate
+
+    from .conftest import small_scenario
+
+    s = from_dict(small_scenario(
+        machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "16GiB", "smt": True},
+        workloads={"stream": {"base": "stream-triad"}}, policies=[policy], duration="3s", warmup="1s",
+        pods=[{"name": "app", "threads": 1, "memory": "1GiB", "profile": "stream"}]))
+    _, _, trace = _simulate(s, s.variants[0], 1, None)
+    assert estimate(s, [s.variants[0]], None, False).events / s.spec.replications >= trace.n_events
+
+
 def test_a_machine_past_the_modelled_size_is_refused(tmp_path, capsys):
     slit = [[10 if i == j else 21 for j in range(64)] for i in range(64)]
     p = scenario(tmp_path, machine={"preset": "pacific-broadwell", "sockets": 64, "cores_per_node": 1024,

@@ -62,3 +62,89 @@ def test_due_entities_on_arrays_give_the_plain_loops_run(monkeypatch):
         assert run["task_moves"] > 0, label  # the balancer moved tasks (the slow half of the pass ran)
         for key, value in run.items():
             assert value == plain[label][key], (label, key)
+
+
+class _Runqueues:
+    """What ``_periodic`` reads of the runtime: run counts, queues, affinities (none pinned), the time."""
+
+    def __init__(self, queues: list[list[int]], now: int):
+        self.queues, self.now = queues, now
+        self.nr_running = np.array([len(q) for q in queues], dtype=np.int64)
+
+    def runqueue(self, cpu):
+        return list(self.queues[cpu])
+
+    def affinity(self, t):
+        return None
+
+    def allowed(self, t, cpu):
+        return True
+
+
+def _cfs(era: str, smt: bool, busy_factor: int):
+    import numasim
+
+    machine = {"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "16GiB", "smt": smt}
+    s = numasim.from_dict(small_scenario(machine=machine, policies=[
+        {"label": "x", "policy": "cfs", "options": {"numa_imbalance_kernel": era, "busy_factor": busy_factor}}]))
+    v = s.variants[0]
+    return v.policy(v.options, s.machine_of(v), np.random.default_rng(7))
+
+
+def test_a_pass_on_random_states_is_the_plain_loops():
+    """One ``_periodic`` pass against the plain loop from the same random state (entities' phases,
+    intervals and failure counts; tasks per CPU): the same moves, next tick and entities' state. Covers
+    every branch of the pass (nothing due, quiet and settled entities, a move and the rest of the pass
+    after it) in old and new eras, with and without SMT, and with busy_factor 1 (busy interval shorter
+    than the idle one)."""
+    import copy
+
+    passes_with_moves = 0
+    for era in ("3.10", "5.4", "5.10", "6.1"):
+        for smt in (True, False):
+            for busy_factor in (16, 1):
+                pol, rng = _cfs(era, smt, busy_factor), np.random.default_rng(1)
+                for _ in range(60):
+                    now = int(rng.integers(50, 100)) * pol.jiffy
+                    for e in pol.entities:
+                        pol._set_interval(e, float(pol.levels[e.level].weight * rng.choice([1, 2])))
+                        e.last, e.failed = now - int(rng.integers(0, 40)) * pol.jiffy, int(rng.integers(0, 4))
+                    counts = rng.choice([0, 0, 0, 1, 1, 2, 3], size=pol.machine.n_cpus).tolist()
+                    queues, t = [], 0
+                    for k in counts:
+                        queues.append(list(range(t, t + k)))
+                        t += k
+                    pol._due = None
+                    a, b = copy.deepcopy(pol), copy.deepcopy(pol)
+                    moves = a._periodic(_Runqueues(queues, now))
+                    assert moves == _plain_periodic(b, _Runqueues(copy.deepcopy(queues), now)), (era, smt, busy_factor)
+                    assert a._next == b._next, (era, smt, busy_factor)
+                    assert ([(e.last, e.interval_ms, e.failed) for e in a.entities]
+                            == [(e.last, e.interval_ms, e.failed) for e in b.entities]), (era, smt, busy_factor)
+                    passes_with_moves += bool(moves)
+    assert passes_with_moves > 100  # the part after a move ran
+
+
+def test_after_a_move_the_pass_sees_the_new_run_counts():
+    """An idle CPU's SMT entity pulls the waiting task of its busy sibling, on a machine where every other
+    CPU runs one task and no other entity is due: the CPU is then busy, so its entities are next due after
+    their busy interval, not their idle one (the pass must stop using the run counts it started from)."""
+    pol = _cfs("6.1", True, 16)
+    m = pol.machine
+    dst = 0
+    sib = next(c for c in range(m.n_cpus) if c != dst and m.cpu_core[c] == m.cpu_core[dst])
+    now = 100 * pol.jiffy
+    for e in pol.entities:
+        pol._set_interval(e, float(pol.levels[e.level].weight))
+        e.last, e.failed = now, 0
+    k = next(e for e in pol.entities if e.level == 0 and e.cpus == (dst,))
+    k.last = 0
+    queues, t = [], 0
+    for c in range(m.n_cpus):
+        n = 0 if c == dst else 2 if c == sib else 1
+        queues.append(list(range(t, t + n)))
+        t += n
+    moves = pol._periodic(_Runqueues(queues, now))
+    assert list(moves.values()) == [dst]
+    busy = min(e.busy_ns for e in pol.entities)
+    assert pol._next == now + busy  # every CPU busy after the move; with the counts from before, now + k.idle_ns

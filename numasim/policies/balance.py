@@ -64,9 +64,12 @@ class _DueTimes:
     and the entities due in one array operation: an entity's balancing CPU is busy when no CPU of
     its group is idle."""
 
-    def __init__(self, entities: list[_Entity], domain_cpus: list[tuple[int, ...]], settled: list[bool]):
+    def __init__(self, entities: list[_Entity], domains: list[tuple[int, ...]], domain_of: list[int],
+                 settled: list[bool]):
         self.cpus, self.start = flat_groups([e.cpus for e in entities])
-        self.dcpus, self.dstart = flat_groups(domain_cpus)  # each entity's domain's CPUs
+        self.dcpus, self.dstart = flat_groups(domains)  # each domain's CPUs, once
+        self.domain_of = np.array(domain_of, dtype=np.int64)  # entity -> its domain
+        self.most = np.empty(len(domains), dtype=np.int64)  # due_now's scratch: the most tasks on a CPU, per domain
         # Whether the entity's balancing finds nothing while no CPU of its domain runs two tasks.
         self.settled = np.array(settled, dtype=np.bool_)
         self.order = np.empty(len(entities), dtype=np.int64)  # due_now's output
@@ -91,7 +94,7 @@ class _DueTimes:
         """The entities due at ``now`` with run counts ``nr``, ascending, and whether each one's balancing
         finds nothing: no CPU of its domain runs a task, or (``settled``) none runs two."""
         n = due_now(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns, now, self.dcpus, self.dstart,
-                    self.settled, self.order, self.quiet)
+                    self.domain_of, self.most, self.settled, self.order, self.quiet)
         return self.order[:n].tolist(), self.quiet[:n].tolist()
 
 
@@ -106,11 +109,11 @@ def _idle_group(nr, cpus, start, k):
 
 @jit.kernel
 def earliest_due(nr, cpus, start, last, idle_ns, busy_ns, count):
-    """The earliest due time of the first ``count`` entities (:class:`_DueTimes`' arrays) with run counts
+    """The earliest due time of the first ``count`` (at least one) entities (:class:`_DueTimes`' arrays) with run counts
     ``nr``: an entity's last time plus its idle interval if a CPU of its group (``cpus`` from ``start[k]``)
     is idle, else its busy one."""
-    best = last[0] + busy_ns[0]
-    for k in range(count):
+    best = last[0] + (idle_ns[0] if _idle_group(nr, cpus, start, 0) else busy_ns[0])
+    for k in range(1, count):
         due = last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k])
         if due < best:
             best = due
@@ -118,16 +121,19 @@ def earliest_due(nr, cpus, start, last, idle_ns, busy_ns, count):
 
 
 @jit.kernel
-def due_now(nr, cpus, start, last, idle_ns, busy_ns, now, dcpus, dstart, settled, out, quiet):
+def due_now(nr, cpus, start, last, idle_ns, busy_ns, now, dcpus, dstart, domain_of, most, settled, out, quiet):
     """Writes to ``out`` the entities due at ``now`` (ascending), to ``quiet`` whether no CPU of each
-    one's domain (``dcpus`` from ``dstart[k]``) runs a task, or, where ``settled[k]``, none runs two;
-    returns how many."""
+    one's domain (``dcpus`` from ``dstart[domain_of[k]]``) runs a task, or, where ``settled[k]``, none
+    runs two; returns how many. Each domain is scanned once (``most``: scratch, -1 until scanned)."""
+    most[:] = -1
     n = 0
     for k in range(start.size):
         if now >= last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k]):
             out[n] = k
-            most = _most_running(nr, dcpus, dstart, k)
-            quiet[n] = most == 0 or (settled[k] and most == 1)
+            d = domain_of[k]
+            if most[d] < 0:
+                most[d] = _most_running(nr, dcpus, dstart, d)
+            quiet[n] = most[d] == 0 or (settled[k] and most[d] == 1)
             n += 1
     return n
 
@@ -255,8 +261,10 @@ class LoadBalancer:
             return {}
         times = self._due
         if times is None:
-            times = self._due = _DueTimes(self.entities, [self._domains[e.level][e.span].cpus for e in self.entities],
-                                          [self._settled(e) for e in self.entities])
+            index: dict[tuple[int, int], int] = {}
+            domain_of = [index.setdefault((e.level, e.span), len(index)) for e in self.entities]
+            times = self._due = _DueTimes(self.entities, [self._domains[li][si].cpus for li, si in index],
+                                          domain_of, [self._settled(e) for e in self.entities])
         nr0 = sim.nr_running
         earliest = times.earliest(nr0)
         if now < earliest:
@@ -291,8 +299,9 @@ class LoadBalancer:
 
     def _settled(self, e: _Entity) -> bool:
         """Whether ``e``'s balancing finds nothing while no CPU of its domain runs two tasks (it finds nothing
-        where none runs one, in every era): where the groups are single CPUs and not siblings' (the lowest
-        level), a busiest CPU running one task is no imbalance for a periodic pass. From v5.5
+        where none runs one, in every era): where the domain's groups are single CPUs and the level does not
+        prefer siblings (in practice the lowest level), a busiest CPU running one task is no imbalance for a
+        periodic pass. From v5.5
         (``_balance_once``) a busiest group with one task ends the search before any active balancing;
         before (``balance_v4.find_busiest_group``) a busy balancing CPU's load is already the busiest's, and
         an idle one's group has one idle CPU, no more than the busiest's plus one."""
