@@ -1,5 +1,5 @@
 """The periodic balancer's shortcuts change nothing: the entities due and the domains where nothing runs
-are found on arrays (``balance._DueTimes``), but a run is the same, to the last bit, as with the plain loop
+are found on arrays (``balance_due.DueTimes``), but a run is the same, to the last bit, as with the plain loop
 that visits every entity at every tick in order, each seeing the moves made before it."""
 
 from __future__ import annotations

@@ -26,17 +26,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import jit
 from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
-from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats, flat_groups
+from .balance_due import DueTimes
+from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
 from .imbalance import adjust_numa_imbalance, periodic_numa_imbalance
 
 if TYPE_CHECKING:
     from .api import View
-
-jit.fresh(__file__)
 
 __all__ = ["LoadBalancer"]
 
@@ -59,101 +57,10 @@ class _Entity:
     busy_ns: int = 0  # ... and when it is busy
 
 
-class _DueTimes:
-    """The entities' last balancing times and intervals as arrays, to find the earliest due time
-    and the entities due in one array operation: an entity's balancing CPU is busy when no CPU of
-    its group is idle."""
-
-    def __init__(self, entities: list[_Entity], domains: list[tuple[int, ...]], domain_of: list[int],
-                 settled: list[bool]):
-        self.cpus, self.start = flat_groups([e.cpus for e in entities])
-        self.dcpus, self.dstart = flat_groups(domains)  # each domain's CPUs, once
-        self.domain_of = np.array(domain_of, dtype=np.int64)  # entity -> its domain
-        self.most = np.empty(len(domains), dtype=np.int64)  # due_now's scratch: the most tasks on a CPU, per domain
-        # Whether the entity's balancing finds nothing while no CPU of its domain runs two tasks.
-        self.settled = np.array(settled, dtype=np.bool_)
-        self.order = np.empty(len(entities), dtype=np.int64)  # due_now's output
-        self.quiet = np.empty(len(entities), dtype=np.bool_)  # ... and whether its balancing would find nothing
-        self.update(entities)
-
-    def update(self, entities: list[_Entity]) -> None:
-        self.last = np.array([e.last for e in entities], dtype=np.int64)
-        self.idle_ns = np.array([e.idle_ns for e in entities], dtype=np.int64)
-        self.busy_ns = np.array([e.busy_ns for e in entities], dtype=np.int64)
-
-    def set(self, k: int, e: _Entity) -> None:
-        """Entity ``k`` balanced: its new last time and intervals."""
-        self.last[k], self.idle_ns[k], self.busy_ns[k] = e.last, e.idle_ns, e.busy_ns
-
-    def earliest(self, nr: np.ndarray, count: int = -1) -> int:
-        """The earliest due time of the first ``count`` entities (all by default; at least one)."""
-        return int(earliest_due(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns,
-                                self.start.size if count < 0 else count))
-
-    def due(self, nr: np.ndarray, now: int) -> tuple[list[int], list[bool]]:
-        """The entities due at ``now`` with run counts ``nr``, ascending, and whether each one's balancing
-        finds nothing: no CPU of its domain runs a task, or (``settled``) none runs two."""
-        n = due_now(nr, self.cpus, self.start, self.last, self.idle_ns, self.busy_ns, now, self.dcpus, self.dstart,
-                    self.domain_of, self.most, self.settled, self.order, self.quiet)
-        return self.order[:n].tolist(), self.quiet[:n].tolist()
-
-
-@jit.kernel
-def _idle_group(nr, cpus, start, k):
-    stop = start[k + 1] if k + 1 < start.size else cpus.size
-    for j in range(start[k], stop):
-        if nr[cpus[j]] == 0:
-            return True
-    return False
-
-
-@jit.kernel
-def earliest_due(nr, cpus, start, last, idle_ns, busy_ns, count):
-    """The earliest due time of the first ``count`` (at least one) entities (:class:`_DueTimes`' arrays) with run counts
-    ``nr``: an entity's last time plus its idle interval if a CPU of its group (``cpus`` from ``start[k]``)
-    is idle, else its busy one."""
-    best = last[0] + (idle_ns[0] if _idle_group(nr, cpus, start, 0) else busy_ns[0])
-    for k in range(1, count):
-        due = last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k])
-        if due < best:
-            best = due
-    return best
-
-
-@jit.kernel
-def due_now(nr, cpus, start, last, idle_ns, busy_ns, now, dcpus, dstart, domain_of, most, settled, out, quiet):
-    """Writes to ``out`` the entities due at ``now`` (ascending), to ``quiet`` whether no CPU of each
-    one's domain (``dcpus`` from ``dstart[domain_of[k]]``) runs a task, or, where ``settled[k]``, none
-    runs two; returns how many. Each domain is scanned once (``most``: scratch, -1 until scanned)."""
-    most[:] = -1
-    n = 0
-    for k in range(start.size):
-        if now >= last[k] + (idle_ns[k] if _idle_group(nr, cpus, start, k) else busy_ns[k]):
-            out[n] = k
-            d = domain_of[k]
-            if most[d] < 0:
-                most[d] = _most_running(nr, dcpus, dstart, d)
-            quiet[n] = most[d] == 0 or (settled[k] and most[d] == 1)
-            n += 1
-    return n
-
-
-@jit.kernel
-def _most_running(nr, cpus, start, k):
-    stop = start[k + 1] if k + 1 < start.size else cpus.size
-    most = 0
-    for j in range(start[k], stop):
-        if nr[cpus[j]] > most:
-            most = nr[cpus[j]]
-            if most > 1:
-                break
-    return most
-
-
 class LoadBalancer:
     """Placement by load and task migration between runqueues (the mixin half of :class:`CFS`)."""
 
-    _due: _DueTimes | None = None
+    _due: DueTimes | None = None
 
     @property
     def idle_when(self) -> str:  # type: ignore[override]
@@ -250,7 +157,7 @@ class LoadBalancer:
         due, from the CPU that balances for it; returns the moves (thread -> CPU) and sets the next due time.
 
         The entities due, and the earliest next due time, are found for all at once from the arrays of
-        :class:`_DueTimes` (most entities are not due at a tick; with NUMA balancing most ticks are its
+        :class:`DueTimes` (most entities are not due at a tick; with NUMA balancing most ticks are its
         own, and find nothing due), and with them the entities whose balancing would find nothing
         (:meth:`_settled`): those only back off. That holds until a task moves: from then on the
         entities after it are taken one by one, each seeing the run counts the moves before it left,
@@ -263,7 +170,7 @@ class LoadBalancer:
         if times is None:
             index: dict[tuple[int, int], int] = {}
             domain_of = [index.setdefault((e.level, e.span), len(index)) for e in self.entities]
-            times = self._due = _DueTimes(self.entities, [self._domains[li][si].cpus for li, si in index],
+            times = self._due = DueTimes(self.entities, [self._domains[li][si].cpus for li, si in index],
                                           domain_of, [self._settled(e) for e in self.entities])
         nr0 = sim.nr_running
         earliest = times.earliest(nr0)
@@ -301,10 +208,9 @@ class LoadBalancer:
         """Whether ``e``'s balancing finds nothing while no CPU of its domain runs two tasks (it finds nothing
         where none runs one, in every era): where the domain's groups are single CPUs and the level does not
         prefer siblings (in practice the lowest level), a busiest CPU running one task is no imbalance for a
-        periodic pass. From v5.5
-        (``_balance_once``) a busiest group with one task ends the search before any active balancing;
-        before (``balance_v4.find_busiest_group``) a busy balancing CPU's load is already the busiest's, and
-        an idle one's group has one idle CPU, no more than the busiest's plus one."""
+        periodic pass. From v5.5 (``_balance_once``) a busiest group with one task ends the search before
+        any active balancing; before (``balance_v4.find_busiest_group``) a busy balancing CPU's load is
+        already the busiest's, and an idle one's group has one idle CPU, no more than the busiest's plus one."""
         return self._domains[e.level][e.span].single and not self.levels[e.level].prefer_sibling
 
     def _visit(self, e: _Entity, nr: list[int], p: Pass, now: int) -> int:
