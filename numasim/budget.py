@@ -128,9 +128,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         runs += n
         events += (n * dur_s + ladder_s) * per_s
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
-        period = getattr(v.options, "rebalance_period", None)
-        if isinstance(period, (int, float)) and period > 0:
-            balancer_s += (n * dur_s + ladder_s) * 1e9 / period * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
+        balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
@@ -149,14 +147,20 @@ def _ticks_per_s(options: object) -> float:
     """A policy's tick events per simulated second, at most: its ``hz`` (CFS and the policies built on it:
     the balancer ticks only when a domain is due, at most once a jiffy), or one per ``rebalance_period``
     (ESXi), else 1,000; plus NUMA balancing's own 10 ms tick where it is on."""
-    hz, period = getattr(options, "hz", None), getattr(options, "rebalance_period", None)
+    hz = getattr(options, "hz", None)
     rates = [float(hz)] if isinstance(hz, (int, float)) and hz > 0 else []
-    if isinstance(period, (int, float)) and period > 0:
-        rates.append(1e9 / period)
+    if _rebalances_per_s(options):
+        rates.append(_rebalances_per_s(options))
     ticks = max(rates) if rates else DEFAULT_TICKS_PER_S
     if getattr(options, "numa_balancing", False) is True or getattr(options, "numa_balancing_tiering", False) is True:
         ticks += NUMAB_TICKS_PER_S
     return ticks
+
+
+def _rebalances_per_s(options: object) -> float:
+    """Rebalances a second of a policy that rebalances every ``rebalance_period`` (ESXi); 0 for others."""
+    period = getattr(options, "rebalance_period", None)
+    return 1e9 / period if isinstance(period, (int, float)) and period > 0 else 0.0
 
 
 def _levels(machine: Machine) -> int:
