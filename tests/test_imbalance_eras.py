@@ -6,7 +6,9 @@ fair.c 5.11-5.17 (23e6082a522e, 7d2b5dd0bcc4): a fork stays on its node while th
 than a quarter of the domain's CPUs; the periodic balancer halves the difference and leaves up to
 NUMA_IMBALANCE_MIN (2) tasks while the busiest group runs fewer than a quarter of its CPUs. 5.15.33 on
 (2cfb7a1b031b backported): the same against a quarter of the local group's CPUs, counting the task that
-would move. 6.0 on: imb_numa_nr, one task per LLC of a node (1/8 of a one-LLC node).
+would move. 5.18-5.19 (e496132ebedd): imb_numa_nr, one task per LLC of a node (a quarter of a one-LLC
+node); a fork stays local while the node would run at most that many, whatever CPUs the task may use.
+6.0 on: 1/8 of a one-LLC node, the idle CPUs within 2 at fork, at most the CPUs the task may use there.
 """
 
 from __future__ import annotations
@@ -54,6 +56,36 @@ def test_zen3_stream_threads_stack_on_one_socket_under_5x_and_spread_under_6_1(e
     assert old.max() == new.max() == 1  # an idle CPU each, in both
 
 
+def test_zen3_5_18_keeps_one_llc_per_fork_and_sends_the_ninth_away():
+    # imb_numa_nr = 8 LLCs: the first 8 forks stay local (8 <= 8), the next 8 go to the idler node.
+    nr = _fork(ZEN3, "5.18", 16)
+    assert _per(nr, ZEN3.cpu_node) == [8, 8]
+    assert max(_per(nr, ZEN3.cpu_llc)) == 1
+    assert _per(_fork(ZEN3, "5.18", 9), ZEN3.cpu_node) == [8, 1]
+
+
+def _fork_from(machine: Machine, era: str, n: int, cpu: int, allowed: frozenset[int]) -> np.ndarray:
+    cfs = CFS(CFSOptions(numa_imbalance_kernel=era), machine, np.random.default_rng(0))
+    nr = np.zeros(machine.n_cpus, dtype=int)
+    nr[cpu] = 1  # the parent
+    for _ in range(n - 1):
+        nr[cfs.find_dst_cpu(cpu, nr, allowed)] += 1
+    return nr
+
+
+def test_zen3_pinned_stream_piles_on_one_socket_under_5_18_only():
+    # K Prateek Nayak's case (f5b2eeb49991): numactl -C 0,16,32,48,64,80,96,112 ./stream8 on 2 x 64-core
+    # Zen 3, started on CPU 16. 5.18 counts the node's 8 LLCs, not the 4 CPUs the threads may use there, so
+    # all 8 stay on socket 0; 6.0+ caps the allowance at those 4 CPUs: one thread per CPU. The commit's
+    # sched_wakeup_new trace of 5.18-rc1: target_cpu 032, 048, 000, then 016 four times (the parent's CPU).
+    allowed = frozenset(range(0, 128, 16))
+    assert all(ZEN3.cpu_node[c] == (c >= 64) for c in allowed)
+    old, new = _fork_from(ZEN3, "5.18", 8, 16, allowed), _fork_from(ZEN3, "6.1", 8, 16, allowed)
+    assert {int(c): int(old[c]) for c in np.flatnonzero(old)} == {0: 1, 16: 5, 32: 1, 48: 1}
+    assert _per(new, ZEN3.cpu_node) == [4, 4] and new.max() == 1
+    assert set(np.flatnonzero(old)) | set(np.flatnonzero(new)) <= allowed
+
+
 def test_zen3_32_threads_the_lts_rule_sends_the_last_fork_away():
     # 5.15.33+: the 32nd task would make the node run a quarter of its 128 CPUs; 5.11 counts the domain's 256.
     assert _per(_fork(ZEN3, "5.15", 32), ZEN3.cpu_node) == [31, 1]
@@ -71,6 +103,11 @@ def test_one_llc_node_local_forks_by_era():
     assert _per(_fork(m, "5.15", 16), m.cpu_node) == [13, 3]
     new = _per(_fork(m, "6.1", w // 4), m.cpu_node)
     assert abs(new[0] - new[1]) <= 2  # 6.0+: imb_numa_nr = 56 >> 3 = 7, then even
+    # 5.18-5.19: a quarter of the one-LLC node (14), counting the new task: 14 stay, then the idler node.
+    assert _per(_fork(m, "5.18", 16), m.cpu_node) == [14, 2]
+    assert [lv.imb_numa_nr for lv in build_levels(m, CFSOptions(numa_imbalance_kernel="5.18").model_dump())
+            if lv.numa] == [14]
+    assert [lv.imb_numa_nr for lv in build_levels(m, CFSOptions().model_dump()) if lv.numa] == [7]
 
 
 def test_5_10_forks_fill_the_local_node_while_it_has_an_idle_cpu():
@@ -95,12 +132,19 @@ def _periodic_moves(era: str, busy: int) -> int:
     return cfs._imbalance(lvl, False, local, busiest, 0.0)[1]
 
 
-@pytest.mark.parametrize("era, moved", [("5.10", 2), ("5.11", 0), ("5.15", 0), ("6.1", 2)])
+@pytest.mark.parametrize("era, moved", [("5.10", 2), ("5.11", 0), ("5.15", 0), ("5.18", 0), ("6.1", 2)])
 def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
     # Four tasks on node 0, none on node 1: 5.x halves the difference (2) and tolerates it while node 0
-    # (5.11), or node 1 after the move (5.15), runs fewer than a quarter of its CPUs; 6.1 compares 1 task
-    # (after the move) with imb_numa_nr before halving.
+    # (5.11), or node 1 after the move (5.15), runs fewer than a quarter of its CPUs, or node 1 after the
+    # move runs at most imb_numa_nr (5.18: 14); 6.1 compares the difference (4) before halving.
     assert _periodic_moves(era, 4) == moved
+
+
+def test_5_18_halves_before_its_test_6_1_after():
+    # Six tasks against none: 5.18 halves to 3, more than NUMA_IMBALANCE_MIN: 3 move; 6.1 the same 3.
+    # Five: 5.18 halves to 2 and tolerates it; 6.1 sees 5 and moves 2.
+    assert (_periodic_moves("5.18", 6), _periodic_moves("6.1", 6)) == (3, 3)
+    assert (_periodic_moves("5.18", 5), _periodic_moves("6.1", 5)) == (0, 2)
 
 
 @pytest.mark.parametrize("era, moved", [("5.10", 1), ("5.11", 0), ("6.1", 1)])
@@ -129,7 +173,8 @@ def test_numa_balancing_load_check_follows_the_era():
     # destination node would run fewer than a quarter of its 56 CPUs (14), by 6.1 up to imb_numa_nr (56 >> 3).
     m = _machine("skylake-8180")
     node = m.n_cpus // 2
-    for era, last_tolerated in (("5.11", node // 4 - 1), ("5.15", node // 4 - 1), ("6.1", node >> 3)):
+    for era, last_tolerated in (("5.11", node // 4 - 1), ("5.15", node // 4 - 1), ("5.18", node >> 2),
+                                ("6.1", node >> 3)):
         cfs = CFS(CFSOptions(numa_imbalance_kernel=era, numa_balancing=True), m, np.random.default_rng(0))
         assert cfs.numab is not None
         assert cfs.numab._adjust(2, last_tolerated, node) == 0, era
@@ -153,7 +198,7 @@ def _era_runs(machine: dict, numab: bool, threads: int = 4, profile: str = "java
 
     from .conftest import small_scenario
 
-    eras = ["5.10", "5.11", "5.15", "6.1"]
+    eras = ["5.10", "5.11", "5.15", "5.18", "6.1"]
     data = small_scenario(
         machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "16GiB", **machine},
         workloads={"java": {"base": "java-transactions", "touch_gbps": 8.0}, "stencil": {"base": "hpc-stencil"}},
@@ -301,6 +346,9 @@ def test_old_eras_on_one_node_keep_all_memory_local():
     ("5.15.32", "5.11", "6.1", 117, 16, None, False),
     ("5.15.33", "5.15", "6.1", 117, 16, None, False),
     ("5.17", "5.11", "6.1", 117, 16, None, False),
+    ("5.18", "5.18", "6.1", 117, 16, None, False),       # e496132ebedd: imb_numa_nr
+    ("5.19", "5.18", "6.1", 117, 16, None, False),
+    ("6.0", "6.1", "6.1", 117, 16, None, False),         # cb29a5c19d2d, f5b2eeb49991, 026b98a93bbd
     ("6.1", "6.1", "6.1", 117, 16, None, False),
     ("6.6", "6.1", "6.1", 117, 16, None, True),          # EEVDF
 ])

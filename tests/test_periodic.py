@@ -25,7 +25,7 @@ def _scenario():
     import numasim
 
     machine = {"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "16GiB", "smt": True}
-    eras = ["3.10", "5.4", "5.10", "5.11", "6.1"]
+    eras = ["3.10", "5.4", "5.10", "5.11", "5.18", "6.1"]
     policies = [{"label": f"lb{e}", "policy": "cfs", "options": {"numa_imbalance_kernel": e}} for e in eras]
     policies.append({"label": "numab", "policy": "cfs", "options": {"numa_balancing": True, "scan_delay_ms": 200}})
     data = small_scenario(

@@ -369,7 +369,7 @@ class LoadBalancer:
             era = self.o.numa_imbalance_kernel
             if lvl.numa and era != "6.1":
                 return MIGRATE_TASK, periodic_numa_imbalance(era, lvl.prefer_sibling, local, busiest,
-                                                             self.o.numa_imbalance_min)
+                                                             self.o.numa_imbalance_min, lvl.imb_numa_nr)
             if busiest.weight == 1 or lvl.prefer_sibling:
                 imb = self._sibling_imb(busy, local, busiest)
             else:

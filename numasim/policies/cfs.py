@@ -90,7 +90,7 @@ class CFSOptions(PolicyOptions):
         default=_D["node_reclaim_distance"], ge=10, le=255,
         description="NUMA levels farther than this lose fork balancing and wake_affine (default: the machine's "
                     "node_reclaim_distance, 32 on AMD Zen and 30 elsewhere, as the kernel sets it)")
-    numa_imbalance_kernel: Annotated[Literal["3.10", "5.4", "5.10", "5.11", "5.15", "6.1"], BeforeValidator(_version_text)] = Field(
+    numa_imbalance_kernel: Annotated[Literal["3.10", "5.4", "5.10", "5.11", "5.15", "5.18", "6.1"], BeforeValidator(_version_text)] = Field(
         default=_D["numa_imbalance_kernel"],
         description="the NUMA imbalance the load balancer tolerates, by kernel era: 3.10 (mainline 3.x-4.10, the "
                     "load balancer before its 5.5 rework: nodes balanced on "
@@ -104,8 +104,11 @@ class CFSOptions(PolicyOptions):
                     "stays on its node while that node runs fewer tasks than a quarter of the domain's CPUs; the "
                     "periodic balancer leaves up to 2 tasks while the busiest node runs fewer than a quarter of its "
                     "CPUs); 5.15 (5.15.33 and later LTS releases: the same against a quarter of the local node's "
-                    "CPUs, counting the task that would move); 6.1 (6.0 on: imb_numa_nr, one task per LLC of a node, "
-                    "or 1/8 of a one-LLC node) (docs/model.md)")
+                    "CPUs, counting the task that would move); 5.18 (mainline 5.18-5.19: imb_numa_nr, one task per "
+                    "LLC of a node or a quarter of a one-LLC node; a fork stays on its node while it would run at "
+                    "most that many tasks, whatever CPUs the task may use); 6.1 (6.0 on: imb_numa_nr, one task per "
+                    "LLC of a node or 1/8 of a one-LLC node; a fork also needs the nodes' idle CPUs within 2 and "
+                    "counts at most the CPUs the task may use there) (docs/model.md)")
     numa_balancing: bool = Field(default=_D["numa_balancing"], description="automatic NUMA balancing (kernel.numa_balancing=1)")
     scan_delay_ms: float = Field(default=_D["scan_delay_ms"], ge=1.0, description="NUMA balancing: delay before a process's first scan")
     scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, description="NUMA balancing: shortest scan period (scaled by memory size)")

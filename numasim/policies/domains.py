@@ -5,7 +5,8 @@ NUMA level per distinct SLIT distance; a level whose span equals its child's
 is degenerate and dropped; building stops at the first level that spans the
 machine. Each domain's groups are its child domains' spans (single CPUs at
 the lowest level). ``imb_numa_nr``, the number of tasks of NUMA imbalance the
-balancer tolerates, follows ``build_sched_domains`` (v6.0+).
+balancer tolerates, follows ``build_sched_domains`` (v5.18+; a one-LLC node allowed a quarter of
+itself in v5.18-v5.19, an eighth from v6.0).
 """
 
 from __future__ import annotations
@@ -79,11 +80,13 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
         spans = [by_node[n] for n in m.cpu_node.tolist()]
         cand.append((f"NUMA-{d}", spans, dict(pct=opts["imbalance_pct_numa"], tries=opts["cache_nice_tries_numa"], numa=True, llc=False, dist=d)))
 
-    # imb_numa_nr: at the first level above the LLC (PKG, the node), 1/8 of it (one LLC) or its LLC count.
+    # imb_numa_nr: at the first level above the LLC (PKG, the node), its LLC count, or for one LLC
+    # 1/8 of it (026b98a93bbd, v6.0; a quarter in v5.18-v5.19, e496132ebedd).
     llc_w = len(cand[1 if m.smt else 0][1][0])
     pkg_w = len(cand[2 if m.smt else 1][1][0])
     nr_llcs = pkg_w // llc_w
-    imb_base = max(1, (pkg_w >> 3) if nr_llcs == 1 else nr_llcs)
+    one_llc = pkg_w >> (2 if opts.get("numa_imbalance_kernel") == "5.18" else 3)
+    imb_base = max(1, one_llc if nr_llcs == 1 else nr_llcs)
     first_numa = next((c for c in cand if c[2]["numa"]), None)
     imb_span = len(first_numa[1][0]) if first_numa else pkg_w
 

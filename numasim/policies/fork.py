@@ -108,7 +108,7 @@ class ForkPlacement:
             return idlest_g
         era = self.o.numa_imbalance_kernel
         if lvl.numa and era != "6.1":
-            if fork_stays_local(era, local, len(self._domains[li][si].cpus)):
+            if fork_stays_local(era, local, len(self._domains[li][si].cpus), lvl.imb_numa_nr):
                 return None
         elif lvl.numa:
             imb_nr = lvl.imb_numa_nr

@@ -33,7 +33,7 @@ def _parse(text: object) -> tuple[int, int, int | None]:
 
 
 # (first release of the next era, this era's name), oldest first; the last era has no end.
-_BALANCER = [((4, 17), "3.10"), ((5, 5), "5.4"), ((5, 11), "5.10"), ((5, 18), "5.11"), (None, "6.1")]
+_BALANCER = [((4, 17), "3.10"), ((5, 5), "5.4"), ((5, 11), "5.10"), ((5, 18), "5.11"), ((6, 0), "5.18"), (None, "6.1")]
 _NUMA_BALANCING = [((3, 15), "3.13"), ((4, 19), "4.4"), ((5, 7), "5.6"), (None, "6.1")]
 
 
@@ -53,7 +53,7 @@ def settings(text: object) -> dict[str, object]:
     v = (major, minor, patch or 0)
     # The load balancer: before the v5.5 rework, 3.x-4.10's fork path (4.11-4.16, two loads without the
     # NUMA clause, spread forks as it did) or 4.17-5.4's; v5.5 had the rework without the v5.6 allowance
-    # (nearest: 5.10); 5.15.33 on took the 5.18 fork rule without imb_numa_nr; 5.18-5.19 are nearest 6.1.
+    # (nearest: 5.10); 5.15.33 on took the 5.18 fork rule without imb_numa_nr.
     # NUMA balancing: 3.8-3.12 had no task placement of this kind (nearest: 3.13).
     lb = _era(v, _BALANCER)
     if (major, minor) == (5, 15) and (patch is None or patch >= 33):
