@@ -140,6 +140,23 @@ def test_periodic_balancer_tolerates_two_tasks_under_5x_only(era, moved):
     assert _periodic_moves(era, 4) == moved
 
 
+@pytest.mark.parametrize("era", ["5.10", "5.11", "5.15", "5.18"])
+def test_without_prefer_sibling_the_5x_eras_halve_the_idle_cpu_difference(era):
+    # A NUMA level above another (no SD_PREFER_SIBLING): the idle-CPU difference, halved, is what moves.
+    # 56-CPU groups, busiest with 6 busy CPUs (50 idle) against none: (56 - 50) >> 1 = 3, more than
+    # NUMA_IMBALANCE_MIN; then 5.18 tolerates it only if at most 2, so 3 moves under every era; with 5
+    # busy (51 idle), (56 - 51) >> 1 = 2: tolerated by 5.18 (1 <= 14) and 5.11/5.15 (< 56 / 4), not by 5.10.
+    from numasim.policies.imbalance import periodic_numa_imbalance
+
+    memo = StatsMemo(117)
+    local = memo[(56, 28, 0, 0, 56)]
+    six, five = memo[(56, 28, 6, 6, 50)], memo[(56, 28, 5, 5, 51)]
+    assert periodic_numa_imbalance(era, False, local, six, 2, 14) == 3
+    assert periodic_numa_imbalance(era, False, local, five, 2, 14) == (2 if era == "5.10" else 0)
+    # With prefer_sibling the task difference is halved instead: 6 tasks -> 3, 5 -> 2.
+    assert periodic_numa_imbalance(era, True, local, five, 2, 14) == (2 if era == "5.10" else 0)
+
+
 def test_5_18_halves_before_its_test_6_1_after():
     # Six tasks against none: 5.18 halves to 3, more than NUMA_IMBALANCE_MIN: 3 move; 6.1 the same 3.
     # Five: 5.18 halves to 2 and tolerates it; 6.1 sees 5 and moves 2.

@@ -85,8 +85,10 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
     llc_w = len(cand[1 if m.smt else 0][1][0])
     pkg_w = len(cand[2 if m.smt else 1][1][0])
     nr_llcs = pkg_w // llc_w
-    one_llc = pkg_w >> (2 if opts.get("numa_imbalance_kernel") == "5.18" else 3)
-    imb_base = max(1, one_llc if nr_llcs == 1 else nr_llcs)
+    if opts.get("numa_imbalance_kernel") == "5.18":
+        imb_base = (pkg_w >> 2) if nr_llcs == 1 else nr_llcs  # no floor of 1 before v6.0
+    else:
+        imb_base = max(1, (pkg_w >> 3) if nr_llcs == 1 else nr_llcs)
     first_numa = next((c for c in cand if c[2]["numa"]), None)
     imb_span = len(first_numa[1][0]) if first_numa else pkg_w
 
