@@ -149,8 +149,9 @@ def _ticks_per_s(options: object) -> float:
     (ESXi), else 1,000; plus NUMA balancing's own 10 ms tick where it is on."""
     hz = getattr(options, "hz", None)
     rates = [float(hz)] if isinstance(hz, (int, float)) and hz > 0 else []
-    if _rebalances_per_s(options):
-        rates.append(_rebalances_per_s(options))
+    rebalances = _rebalances_per_s(options)
+    if rebalances:
+        rates.append(rebalances)
     ticks = max(rates) if rates else DEFAULT_TICKS_PER_S
     if getattr(options, "numa_balancing", False) is True or getattr(options, "numa_balancing_tiering", False) is True:
         ticks += NUMAB_TICKS_PER_S
