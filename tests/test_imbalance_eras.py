@@ -64,12 +64,16 @@ def test_zen3_5_18_keeps_one_llc_per_fork_and_sends_the_ninth_away():
     assert _per(_fork(ZEN3, "5.18", 9), ZEN3.cpu_node) == [8, 1]
 
 
-def _fork_from(machine: Machine, era: str, n: int, cpu: int, allowed: frozenset[int]) -> np.ndarray:
+def _fork_from(machine: Machine, era: str, n: int, cpu: int, allowed: frozenset[int],
+               order: list[int] | None = None) -> np.ndarray:
     cfs = CFS(CFSOptions(numa_imbalance_kernel=era), machine, np.random.default_rng(0))
     nr = np.zeros(machine.n_cpus, dtype=int)
     nr[cpu] = 1  # the parent
     for _ in range(n - 1):
-        nr[cfs.find_dst_cpu(cpu, nr, allowed)] += 1
+        dst = cfs.find_dst_cpu(cpu, nr, allowed)
+        nr[dst] += 1
+        if order is not None:
+            order.append(int(dst))
     return nr
 
 
@@ -80,8 +84,11 @@ def test_zen3_pinned_stream_piles_on_one_socket_under_5_18_only():
     # sched_wakeup_new trace of 5.18-rc1: target_cpu 032, 048, 000, then 016 four times (the parent's CPU).
     allowed = frozenset(range(0, 128, 16))
     assert all(ZEN3.cpu_node[c] == (c >= 64) for c in allowed)
-    old, new = _fork_from(ZEN3, "5.18", 8, 16, allowed), _fork_from(ZEN3, "6.1", 8, 16, allowed)
+    order: list[int] = []
+    old, new = _fork_from(ZEN3, "5.18", 8, 16, allowed, order), _fork_from(ZEN3, "6.1", 8, 16, allowed)
     assert {int(c): int(old[c]) for c in np.flatnonzero(old)} == {0: 1, 16: 5, 32: 1, 48: 1}
+    # and in the trace's order: the LLC groups are met from CPU 16's own on, wrapping (balance_pass.ring)
+    assert order == [32, 48, 0, 16, 16, 16, 16]
     assert _per(new, ZEN3.cpu_node) == [4, 4] and new.max() == 1
     assert set(np.flatnonzero(old)) | set(np.flatnonzero(new)) <= allowed
 

@@ -63,7 +63,8 @@ def _machines(draw):
 @settings(max_examples=300, deadline=None)
 @given(_machines())
 def test_the_pull_takes_an_allowed_waiting_thread_of_the_busiest_cpu_of_the_domain_that_has_one(case):
-    # The busiest CPU of the domain (the first of equals) with two threads or more: one of them runs
+    # The busiest CPU of the domain (of equals, the first from the idle CPU on, wrapping: its group
+    # ring) with two threads or more: one of them runs
     # (drawn), another that may run on the idle CPU moves (drawn); if none may, the next busiest.
     # With more than PULL_MAX_QUEUE threads on a CPU of the domain, nothing (the policy balances it).
     queues, span, masks, mask_of, cpu, u = case
@@ -74,7 +75,7 @@ def test_the_pull_takes_an_allowed_waiting_thread_of_the_busiest_cpu_of_the_doma
     want, used = -1, 0
     if any(len(queues[c]) > PULL_MAX_QUEUE for c in mine):
         mine = []  # the kernel may move several: left to the policy's idle(), no draws used
-    for src in sorted(mine, key=lambda c: (-len(queues[c]), c)):
+    for src in sorted(mine, key=lambda c: (-len(queues[c]), (c - cpu) % len(queues))):
         q = queues[src]
         running = q[int(u[used] * len(q))]
         movable = [t for t in q if t != running and masks[mask_of[t]][cpu]]

@@ -29,7 +29,7 @@ import numpy as np
 from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
 from .balance_due import DueTimes
-from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
+from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats, ring
 from .domains import Level
 from .imbalance import adjust_numa_imbalance, periodic_numa_imbalance
 
@@ -300,7 +300,8 @@ class LoadBalancer:
         sds_avg = sum(s.nr for s in stats) * SCALE * SCALE / (self._domains[e.level][e.span].weight * SCALE)
         # sched_balance_find_src_group
         best = None
-        for gi, st in enumerate(stats):
+        for gi in ring(len(stats), e.group):
+            st = stats[gi]
             if gi == e.group or st.nr == 0:
                 continue
             key = (st.kind, st.avg_load) if st.kind != HAS_SPARE else (st.kind, -st.idle, st.nr)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .balance_pass import SCALE, Stats
+from .balance_pass import SCALE, Stats, ring
 
 __all__ = ["CPU_IDLE", "CPU_NEWLY_IDLE", "CPU_NOT_IDLE", "ERAS", "find_busiest_group", "find_dst_group",
            "find_idlest_group"]
@@ -55,7 +55,8 @@ def find_dst_group(era: str, groups: list[tuple[tuple[int, ...], int, int]], loc
     mine = None
     others: list[Stats] = []
     cands: list[tuple[int, ...]] = []
-    for gi, group in enumerate(groups):
+    for gi in ring(len(groups), local_i):
+        group = groups[gi]
         if allowed is not None and allowed.isdisjoint(group[0]):
             continue
         if gi == local_i:
@@ -134,7 +135,8 @@ def find_busiest_group(stats: list[Stats], local_i: int, pct: int, idle: int, pr
     local_cap = _has_capacity(local, pct)
     best, best_type, best_avg, best_full = None, _OTHER, 0, False
     total = weight = 0
-    for gi, st in enumerate(stats):
+    for gi in ring(len(stats), local_i):
+        st = stats[gi]
         total += st.nr
         weight += st.weight
         if gi == local_i:

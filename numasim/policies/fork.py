@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import balance_v4
-from .balance_pass import HAS_SPARE, SCALE, Stats, flat_groups
+from .balance_pass import HAS_SPARE, SCALE, Stats, flat_groups, ring
 from .imbalance import adjust_numa_imbalance, fork_stays_local
 
 __all__ = ["ForkPlacement"]
@@ -76,8 +76,8 @@ class ForkPlacement:
         # update_sg_lb_stats for every group: the sums of _stats, for all groups at once
         tasks, idles = self._group_counts(li, si, np.asarray(nr) if counts is None else counts)
         memo = self._stats_memo[li]
-        for gi, group in enumerate(groups):
-            g, w, ncores = group
+        for gi in ring(len(groups), local_i):
+            g, w, ncores = groups[gi]
             if allowed is not None and allowed.isdisjoint(g):
                 continue
             st = memo[(w, ncores, tasks[gi], w - idles[gi], idles[gi])]

@@ -233,7 +233,8 @@ def pull_one(I, CI, A, D, ctl, cpu):
     ``idle()``), or ``_NO_DRAWS`` (NEEDS_DRAWS first).
 
     Linux's newidle balancing at a lowest domain of one-CPU groups: the busiest CPU of the
-    domain (the first of them, in CPU order) if it has two threads or more; there, one of its
+    domain (the first of them in CPU order from ``cpu`` on, wrapping: the order of the idle
+    CPU's groups, ``balance_pass.ring``) if it has two threads or more; there, one of its
     queued threads is running (picked at random: the model shares a CPU, it does not
     time-slice) and another, picked at random among those that may run on ``cpu``, moves.
     When none may (``LBF_ALL_PINNED``), the kernel leaves that CPU out and searches again:
@@ -250,8 +251,9 @@ def pull_one(I, CI, A, D, ctl, cpu):
             most = nr[c]
     if most > PULL_MAX_QUEUE:
         return -1
-    for n in range(most, 1, -1):  # the busiest first, the first of equals first
-        for src in range(nr.size):
+    for n in range(most, 1, -1):  # the busiest first; of equals, the first from cpu on (the domain's group ring)
+        for k in range(nr.size):
+            src = (cpu + k) % nr.size
             if span[src] != span[cpu] or nr[src] != n:
                 continue
             at = ctl[PULL_AT]
