@@ -112,14 +112,16 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         machine = scenario.machine_of(v)
         pods = scenario.pods_of(v)
         profiles = scenario.profiles_of(v)
-        threads = sum(p.replicas * p.threads for p in pods)
+        # Every thread of a pod: its workers and its processes' collector threads (gc_threads).
+        pod_threads = [p.threads + (profiles[p.profile].gc_threads or 0) * p.processes for p in pods]
+        threads = sum(p.replicas * k for p, k in zip(pods, pod_threads))
         n_pods = sum(p.replicas for p in pods)
         share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
         per_s = _ticks_per_s(v.options) + REFRESHES_PER_S
         queued = 0.0
-        for p in pods:
+        for p, k in zip(pods, pod_threads):
             pr = profiles[p.profile]
-            per_s += p.replicas * _pod_events_per_s(pr, p.threads, machine, share)
+            per_s += p.replicas * _pod_events_per_s(pr, k, machine, share)
             if pr.requests is not None and pr.requests.mode == "open":
                 queued += p.replicas * pr.requests.rate_per_s * dur_s
             # Levels above 1 offer more than the threads reached: the queue grows by the excess.

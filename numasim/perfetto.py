@@ -43,10 +43,11 @@ def trace_events(result: RunResult) -> dict[str, Any]:
                            "args": {"name": f"CPU {cpu} (node {int(m.cpu_node[cpu])})"}})
             events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": cpu + 1,
                            "args": {"sort_index": int(m.cpu_node[cpu]) * m.n_cpus + cpu}})
-        pod_of = {}
+        pod_of, gc = {}, set()
         for pod in trace.pods:
-            for tid in pod.tids:
+            for tid in pod.all_tids:
                 pod_of[tid] = pod.name
+            gc.update(pod.all_tids[len(pod.tids):])
         cpu_ns = np.diff(np.asarray(s["cpu"], dtype=float), axis=0)  # [interval, thread]
         placed = np.asarray(s["thread_cpu"])[1:]  # where each thread is at the interval's end
         xmoves = np.diff(np.asarray(s["xmoves"]), axis=0)
@@ -64,7 +65,8 @@ def trace_events(result: RunResult) -> dict[str, Any]:
                 if dur <= 0:
                     continue
                 cursor[cpu] = at + dur
-                events.append({"name": f"{pod_of.get(tid, '?')} thread {tid}", "cat": "cpu", "ph": "X",
+                kind = "collector thread" if tid in gc else "thread"
+                events.append({"name": f"{pod_of.get(tid, '?')} {kind} {tid}", "cat": "cpu", "ph": "X",
                                "ts": round(at, 3), "dur": round(dur, 3), "pid": pid, "tid": cpu + 1,
                                "args": {"pod": pod_of.get(tid, "?"), "thread": tid}})
             for tid in np.flatnonzero(xmoves[k] > 0).tolist():

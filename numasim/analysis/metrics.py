@@ -182,18 +182,21 @@ def summarize(trace: Trace, label: str) -> Metrics:
     # DRAM traffic: each miss reads a line; write_fraction of them also write one back.
     line_bytes = np.zeros(len(miss))
     for pod in trace.pods:
-        line_bytes[list(pod.tids)] = LINE * (1.0 + pod.profile.write_fraction)
+        line_bytes[list(pod.all_tids)] = LINE * (1.0 + pod.profile.write_fraction)
+    # Operations are the workers' (a collector thread's work is no operation); everything else
+    # counts every thread of the pod, collector threads included, as hardware counters would.
+    workers = np.array(sorted(t for pod in trace.pods for t in pod.tids), dtype=np.int64)
     pod_mem = s["pod_memory"][i1]
     pods: list[PodMetrics] = []
     for pod in trace.pods:
-        tids = list(pod.tids)
+        tids = list(pod.all_tids)
         adm = pod.admission
         pods.append(PodMetrics(
             name=pod.name,
             group=pod.group,
             status=pod.status,
             reason=pod.reason,
-            throughput=float(ops[tids].sum() / win_s) if tids else 0.0,
+            throughput=float(ops[list(pod.tids)].sum() / win_s) if pod.tids else 0.0,
             locality=_ratio(miss_local[tids].sum(), miss[tids].sum()) if tids else None,
             cpu_seconds=float(cpu[tids].sum() / 1e9) if tids else 0.0,
             runqueue_wait=_ratio(wait[tids].sum(), wait[tids].sum() + cpu[tids].sum()) if tids else None,
@@ -216,7 +219,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
     d_miss = np.diff(s["miss"], axis=0)
     d_local = np.diff(s["miss_local"], axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        thr = d_ops.sum(axis=1) / dt
+        thr = d_ops[:, workers].sum(axis=1) / dt
         loc = np.where(d_miss.sum(axis=1) > 0, d_local.sum(axis=1) / d_miss.sum(axis=1), np.nan)
     timeseries = {
         "time_s": [float(x) for x in t[1:] / 1e9],
@@ -247,7 +250,7 @@ def summarize(trace: Trace, label: str) -> Metrics:
     return Metrics(
         label=label,
         policy=trace.policy,
-        throughput=float(ops.sum() / win_s),
+        throughput=float(ops[workers].sum() / win_s),
         locality=_ratio(miss_local.sum(), miss.sum()),
         cpu_utilisation=float(busy.sum() / (ncpu * win_s * 1e9)),
         memory_gbps=float((miss * line_bytes).sum() / win_s / 1e9),

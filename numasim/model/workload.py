@@ -138,6 +138,14 @@ class WorkloadProfile(Spec):
         description="mean time between stop-the-world pauses in which all of a pod's threads block at once (a JVM's GC safepoints); none: no pauses",
     )
     pause_ms: float = Field(default=20.0, gt=0, le=1e6, description="mean length of a stop-the-world pause")
+    gc_threads: int | None = Field(
+        default=None, ge=0, le=1024,
+        description="threads of each process's parallel collector (a JVM's ParallelGCThreads): they sleep, and run "
+                    "during each stop-the-world pause while the workers wait, reading and writing the process's "
+                    "shared memory as the workers do; their work counts in no throughput or latency, their CPU "
+                    "time in utilisation and the pod's CPU quota; none or 0: a pause only stops the workers "
+                    "(docs/model.md, Collector threads)",
+    )
     cache_footprint_mib: float = Field(
         default=1.0, ge=0, le=2**20, description="cache contents a thread must reload after it moves to another core"
     )
@@ -147,6 +155,8 @@ class WorkloadProfile(Spec):
     def _check_private(self) -> "WorkloadProfile":
         if self.private_access_share and self.shared_fraction >= 1.0:
             raise ValueError("private_access_share needs private memory: a shared_fraction below 1")
+        if self.gc_threads and self.pause_interval_ms is None:
+            raise ValueError("gc_threads needs pause_interval_ms: the collector's threads run only during pauses")
         if self.lock_cycles_per_op > self.cycles_per_op:
             raise ValueError(f"lock_cycles_per_op ({self.lock_cycles_per_op:g}) is part of cycles_per_op "
                              f"({self.cycles_per_op:g}): it can be at most that")

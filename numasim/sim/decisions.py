@@ -121,11 +121,16 @@ class Decisions:
             self._charge([d])
         elif isinstance(d, SetAffinity):
             self._check_cpus(d.cpus, d)
-            for tid in [self._index(t, len(self.t_cpu), "thread", d) for t in d.tids]:
+            tids = [self._index(t, len(self.t_cpu), "thread", d) for t in d.tids]
+            for tid in tids:
                 self._set_affinity(tid, d.cpus)
                 self.affinity_log.append((self.now, tid, d.cpus))
                 if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
                     self._move(tid, self._id(self.policy.place(tid, self.view), "place()'s CPU", d), d)
+            # A process's collector threads follow its workers' CPUs (Drivers._follow_affinity).
+            for proc in sorted({self.t_proc[t] for t in tids if not self.t_helper[t]}):
+                for h in self.proc_helpers[proc]:
+                    self._follow_affinity(h)
         elif isinstance(d, MigratePages):
             if not 0 <= d.dst < self.machine.n_nodes or d.rate_gbps <= 0 or d.nbytes < 0:
                 raise PolicyError(self.policy.name, self.now, d, "bad node, rate or size")

@@ -76,12 +76,20 @@ class Drivers:
                     self.affinity_log.append((self.now, tid, aff))
                 self.p_cycles[tid] *= 1.0 + adm.overhead.cpu
                 self.p_stall[tid] *= 1.0 + adm.overhead.memory
+            for h in pod.helpers[j]:  # the process's collector threads work on its shared memory
+                self.t_shared_rid[h] = rid
+                self.t_private[h] = self.t_private[members[0]]  # never used: all their misses are shared
+                self.p_cycles[h] *= 1.0 + adm.overhead.cpu
+                self.p_stall[h] *= 1.0 + adm.overhead.memory
         self._set_touch_policy(pod)
         self._set_core_args()  # the memory's arrays grew
         # With a single toucher, a process's other threads start once its memory is touched
         # (as a JVM with AlwaysPreTouch starts its workers after pre-touching the heap).
         for tid in pod.tids if prof.touch != "main" else [members[0] for members in pod.procs]:
             self._start_thread(tid)
+        for proc in range(len(pod.procs)):
+            for h in pod.helpers[proc]:
+                self._start_helper(h)
         if prof.pause_interval_ms is not None:
             for members in pod.procs:  # each process (JVM) collects on its own
                 self.env.process(self._pauses(pod, members))
@@ -89,7 +97,7 @@ class Drivers:
         if adm.cpu_quota is not None:
             if adm.cpu_quota <= 0:
                 raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
-            if adm.cpu_quota < pod.threads:  # otherwise the limit can never bind
+            if adm.cpu_quota < len(pod.all_tids):  # otherwise the limit can never bind
                 self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
                 self._has_quota = True
                 self._ctlv[layout.QUOTA] = 1
@@ -115,6 +123,36 @@ class Drivers:
         self._dirty = True
         if self.t_phase[tid] == WORK:
             self._begin_work(tid)
+
+    def _start_helper(self, tid: int) -> None:
+        """A collector thread is created (forked from its process, placed by the policy) and sleeps
+        until the first pause: it takes its process's CPUs (the union of its workers')."""
+        self._follow_affinity(tid)
+        cpu = self._id(self.policy.place(tid, self.view), "place()'s CPU", "place")
+        self._check_place(tid, cpu, "place")
+        self._set_cpu(tid, cpu)
+        self.t_phase[tid] = WORK
+        self.t_paused[tid] = True
+        self.t_last[tid] = self.now
+        self._log_place(self.env.now, tid, cpu)
+
+    def _follow_affinity(self, helper: int) -> None:
+        """A collector thread may run on any CPU one of its process's workers may (None: all): HotSpot
+        starts it in the process's cpuset, and a later affinity change of the workers carries it along."""
+        members = self.proc_tids[self.t_proc[helper]]
+        sets = [self.t_affinity[t] for t in members]
+        cpus = None if any(a is None for a in sets) else frozenset().union(*sets)
+        if cpus == self.t_affinity[helper]:
+            return
+        self._set_affinity(helper, cpus)
+        self.affinity_log.append((self.now, helper, cpus))
+        if cpus is not None and self.t_cpu[helper] >= 0 and self.t_cpu[helper] not in cpus:
+            cpu = self._id(self.policy.place(helper, self.view), "place()'s CPU", "place")
+            if self.t_active[helper]:
+                self._move(helper, cpu, "affinity")
+            else:
+                self._check_place(helper, cpu, "place")
+                self._set_cpu(helper, cpu)
 
     def _begin_work(self, tid: int) -> None:
         """A thread starts serving requests: the first one (closed) or the queue's (open)."""
@@ -209,7 +247,15 @@ class Drivers:
                 self.t_paused[tid] = True
                 if self.t_active[tid]:
                     self._block(tid)
+            gc = self.proc_helpers[self.t_proc[members[0]]]
+            for tid in gc:  # the collector runs while the workers wait
+                self.t_paused[tid] = False
+                self._wake(tid)
             yield self.env.timeout(max(int(rng.exponential(prof.pause_ms * 1e6)), 1))
+            for tid in gc:
+                self.t_paused[tid] = True
+                if self.t_active[tid]:
+                    self._block(tid)
             for tid in held:
                 self.t_paused[tid] = False
                 self._wake(tid)

@@ -111,7 +111,12 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.view = SimView(self)
         self.memory = Memory(machine)
 
-        nt = sum(p.spec.threads for p in pods)
+        n_workers = sum(p.spec.threads for p in pods)
+        # Each process's collector threads (gc_threads), numbered after every pod's workers, so a
+        # pod's workers stay one run of numbers (layout.P_FIRST) that the compiled code walks.
+        n_gc = sum((p.profile.gc_threads or 0) * p.spec.processes for p in pods)
+        nt = n_workers + n_gc
+        self.n_workers = n_workers
         n = machine.n_nodes
         tids = 0
         # Processes, numbered across pods: a pod's threads split as evenly as they go.
@@ -129,17 +134,25 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
             p.procs = tuple(procs)
             self.proc_pod += [p.index] * len(procs)
             self.proc_tids += procs
+        gc_next = n_workers
+        self.proc_helpers: list[tuple[int, ...]] = []
+        for p in pods:
+            k = p.profile.gc_threads or 0
+            p.helpers = tuple(tuple(range(gc_next + j * k, gc_next + (j + 1) * k)) for j in range(len(p.procs)))
+            gc_next += k * len(p.procs)
+            self.proc_helpers += p.helpers
+        self.t_helper = [False] * n_workers + [True] * n_gc
         # Every chunk any pod can have (its regions' sizes add up to its memory, each rounded up to a
         # chunk), so that the regions' node arrays the View hands out stay live views for the run.
         self.memory.reserve(sum(p.spec.memory // CHUNK + p.spec.processes + p.spec.threads for p in pods))
-        self.t_proc = [0] * tids
+        self.t_proc = [0] * nt
         for proc, members in enumerate(self.proc_tids):
-            for t in members:
+            for t in members + self.proc_helpers[proc]:
                 self.t_proc[t] = proc
         # Per-thread and per-CPU numbers are built as lists here, then moved into a Store
         # (see layout.THREAD_FIELDS): memoryviews for the event path's one-at-a-time reads and
         # writes, numpy arrays over the same memory for whole-array code and the View.
-        self.t_pod = [p.index for p in pods for _ in p.tids]
+        self.t_pod = [p.index for p in pods for _ in p.tids] + [p.index for p in pods for h in p.helpers for _ in h]
         self.t_cpu = [-1] * nt
         self.t_phase = [NEW] * nt
         self.t_active = [False] * nt
@@ -206,9 +219,19 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.q_rate = [req.rate_per_s / 1e9 if req is not None and req.mode == "open" else 0.0
                        for req in (pod.profile.requests for pod in pods)]
         # ... and each thread's pod's mean time between arrivals (ns), for the compiled arrivals.
-        self.p_interarrival = [interarrival(self.q_rate[pod.index]) for pod in pods for _ in pod.tids]
+        self.p_interarrival = [interarrival(self.q_rate[pod.index]) for pod in pods for _ in pod.tids] + [0.0] * n_gc
         self._arrival_rngs: dict[int, tuple[np.random.Generator, np.random.Generator]] = {}
         self.p_waker_pod = [pr.waker == "pod" for pr in prof]
+        # A collector thread reads and writes its process's shared memory as the workers do (their
+        # misses and stalls per cycle of work), takes no requests, allocates nothing of its own and
+        # takes no lock of the application's; it runs only in pauses (Drivers._pauses).
+        for t in range(n_workers, nt):
+            self.p_shared[t] = 1.0
+            self.p_coherence[t] = self.p_lock_cycles[t] = self.p_lock_lines[t] = 0.0
+            self.p_grow[t] = self.p_transient[t] = 0.0
+            self.p_req_mode[t] = 0
+            self.p_req_ops[t] = math.inf
+            self.p_think[t] = 0.0
         self.nr = [0] * machine.n_cpus
         # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
         spec = machine.spec
@@ -333,7 +356,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         npods = len(self.pods)
         self._P = np.zeros((7, npods + 1), dtype=np.int64)
         self._P[layout.P_ARR_E] = self._P[layout.P_ARR_U] = layout.DRAWS  # none drawn yet
-        self._P[layout.P_FIRST] = [p.tids[0] for p in self.pods] + [nt]
+        self._P[layout.P_FIRST] = [p.tids[0] for p in self.pods] + [self.n_workers]
         self._P[layout.P_THROTTLED, :npods] = self.q_throttled
         self.q_throttled = memoryview(self._P[layout.P_THROTTLED])
         self._Q = np.zeros((npods, 16), dtype=np.int64)

@@ -141,9 +141,9 @@ class PageRuntime:
         self._set_touch_policy(pod)
         pod.reason = reason
         self._event("failed", f"{pod.name}: {reason}")
-        cpus = [self.t_cpu[t] for t in pod.tids if self.t_active[t]]
-        self._integrate(list(pod.tids) + self._on_cpus(cpus))
-        for tid in pod.tids:
+        cpus = [self.t_cpu[t] for t in pod.all_tids if self.t_active[t]]
+        self._integrate(list(pod.all_tids) + self._on_cpus(cpus))
+        for tid in pod.all_tids:
             if self.t_active[tid]:
                 self._dequeue(tid)
             self.t_phase[tid] = DEAD

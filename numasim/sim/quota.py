@@ -29,7 +29,7 @@ class Bandwidth:
 
     def _pod_cpu(self, p: int) -> float:
         """CPU time the pod's threads have used so far, ns (integrated to now)."""
-        tids = self.pods[p].tids
+        tids = self.pods[p].all_tids
         self._integrate(tids)
         return math.fsum(self.c_cpu[t] for t in tids)
 
@@ -51,7 +51,7 @@ class Bandwidth:
             return
         self.q_gen[p] += 1
         used = self._pod_cpu(p)
-        rate = sum(self.r_share[t] for t in self.pods[p].tids)
+        rate = sum(self.r_share[t] for t in self.pods[p].all_tids)
         if rate <= 0:
             return
         left = self.q_quota[p] - (used - self.q_base[p])
@@ -69,7 +69,7 @@ class Bandwidth:
         self.q_throttled[p] = True
         self.q_since[p] = self.now
         cpus = []
-        for tid in self.pods[p].tids:
+        for tid in self.pods[p].all_tids:
             if self.t_active[tid]:
                 cpus.append(self.t_cpu[tid])
                 self._integrate(self._on_cpus([self.t_cpu[tid]]))
@@ -83,7 +83,7 @@ class Bandwidth:
 
     def _unthrottle(self, p: int) -> None:
         self.q_throttled[p] = False
-        held = [t for t in self.pods[p].tids if self.t_held[t]]
+        held = [t for t in self.pods[p].all_tids if self.t_held[t]]
         self.c_throttled[p] += (self.now - self.q_since[p]) * len(held)
         cpus = []
         for tid in held:

@@ -35,11 +35,17 @@ class PodInstance:
     reason: str = ""
     admission: Admission | None = None
     procs: tuple[tuple[int, ...], ...] = ()  # the threads of each of its processes
+    helpers: tuple[tuple[int, ...], ...] = ()  # each process's collector threads (numbered after every pod's workers)
     mempolicy: MemPolicy = field(default_factory=MemPolicy)
 
     @property
     def threads(self) -> int:
         return self.spec.threads
+
+    @property
+    def all_tids(self) -> tuple[int, ...]:
+        """Its workers, then its processes' collector threads."""
+        return self.tids + tuple(t for h in self.helpers for t in h)
 
     @property
     def cpus(self) -> float:

@@ -109,8 +109,9 @@ class SimView:
 
     @property
     def processes(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """Every process: (its pod's index, its threads), numbered across pods."""
-        return tuple(zip(self._sim.proc_pod, self._sim.proc_tids))
+        """Every process: (its pod's index, its threads: its workers, then its collector threads), numbered across pods."""
+        sim = self._sim
+        return tuple((p, w + h) for p, w, h in zip(sim.proc_pod, sim.proc_tids, sim.proc_helpers))
 
     def process_regions(self, proc: int) -> list[tuple[int, int, NDArray[np.int64]]]:
         """A process's memory in address order: (region id, owner thread or -1, node of each chunk; -1 untouched).
