@@ -20,11 +20,16 @@ def _one_pod(profile: dict, threads: int = 2, processes: int = 1, policies=None,
         policies=policies or [{"label": "cfs", "policy": "cfs"}], duration="6s", warmup="1s")
 
 
-def test_without_gc_threads_nothing_changes():
-    # gc_threads 0 and none are the same run, to the last bit.
-    none = run_small(_one_pod(BUSY)).run("cfs")
-    zero = run_small(_one_pod({**BUSY, "gc_threads": 0})).run("cfs")
-    assert (none.throughput, none.cpu_utilisation) == (zero.throughput, zero.cpu_utilisation)
+def test_collector_threads_that_never_wake_change_nothing():
+    # The first pause comes after the run: the collector's threads exist, placed and asleep,
+    # and every figure is the run without them, to the last bit.
+    late = {**BUSY, "pause_interval_ms": 1e7}
+    pol = [{"label": "cfs", "policy": "cfs"}, {"label": "nb", "policy": "cfs", "options": {"numa_balancing": True}}]
+    for label in ("cfs", "nb"):
+        none = run_small(_one_pod(late, threads=6, policies=pol)).run(label)
+        asleep = run_small(_one_pod({**late, "gc_threads": 4}, threads=6, policies=pol)).run(label)
+        assert (none.throughput, none.cpu_utilisation, none.migrations) == \
+               (asleep.throughput, asleep.cpu_utilisation, asleep.migrations)
 
 
 def test_collector_threads_run_only_in_pauses_and_do_no_operations():
@@ -98,3 +103,25 @@ def test_the_run_estimate_counts_collector_threads_and_bounds_the_run():
     assert e8.events > e0.events and e8.run_memory_bytes > e0.run_memory_bytes
     made = run(s8, workers=1, with_sla=False, quiet=True).run("cfs").sim_events
     assert made <= e8.events  # the estimate errs high, collector threads included
+
+
+def test_pod_and_time_series_throughput_are_the_workers_only():
+    # Two processes, two pods: per-pod and per-interval throughput leave the collector's work out.
+    data = _one_pod({**BUSY, "gc_threads": 3}, threads=4, processes=2)
+    data["pods"][0]["replicas"] = 2
+    res = run_small(data).run("cfs")
+    assert sum(p.throughput for p in res.pods) == pytest.approx(res.throughput, rel=1e-9)
+    ts = res.timeseries["throughput"]
+    per_pod = res.timeseries["pod_throughput"]
+    assert all(abs(t - sum(row)) <= 1e-6 * max(t, 1.0) for t, row in zip(ts, per_pod))
+
+
+def test_a_failed_pod_takes_its_collector_threads_with_it():
+    # Bound to node 0 with more memory than the node has: the pod is killed; its collector dies too.
+    pol = [{"label": "bound", "policy": "numactl", "options": {"cpunodebind": [[0]], "membind": [[0]]}}]
+    data = _one_pod({**BUSY, "gc_threads": 2, "touch": "work", "touch_gbps": 40.0}, policies=pol)
+    data["pods"][0]["memory"] = "24GiB"  # node 0 has 16
+    sim = _simulation(data)
+    assert sim.pods[0].status == "failed"
+    from numasim.sim.state import DEAD
+    assert all(not sim.t_active[t] and sim.t_phase[t] == DEAD for t in sim.pods[0].all_tids)

@@ -70,10 +70,12 @@ class Domain:
 @lru_cache(maxsize=4096)
 def ring(n: int, local: int | None) -> tuple[int, ...]:
     """The order in which a CPU's domain lists its ``n`` groups: from its own group ``local`` on, wrapping
-    around (``build_sched_groups`` and ``build_overlap_sched_groups`` link the groups met by
-    ``for_each_cpu_wrap(i, span, cpu)``, so ``sd->groups`` is the CPU's own group). The balancer and
-    ``find_idlest_group`` keep the first of equal groups, so this order breaks their ties. ``local``
-    None (a CPU outside the domain): the groups in order."""
+    around (``build_sched_groups`` links the groups met by ``for_each_cpu_wrap(i, span, cpu)``, so
+    ``sd->groups`` is the CPU's own group). The balancer and ``find_idlest_group`` keep the first of
+    equal groups, so this order breaks their ties. The kernel's order where each group's CPUs come
+    round in the same order (block or alternate numbering); overlapping NUMA levels are not built
+    as the kernel builds them (docs/model.md, known defect). ``local`` None (a CPU outside the
+    domain): the groups in order."""
     if local is None:
         return tuple(range(n))
     return tuple(range(local, n)) + tuple(range(local))

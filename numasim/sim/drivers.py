@@ -245,17 +245,20 @@ class Drivers:
             held = [t for t in members if self.t_phase[t] == WORK]
             for tid in held:
                 self.t_paused[tid] = True
+                self._release_hold(tid)
                 if self.t_active[tid]:
                     self._block(tid)
-            gc = self.proc_helpers[self.t_proc[members[0]]]
-            for tid in gc:  # the collector runs while the workers wait
+            # The collector runs while the workers wait (none wait yet while they first-touch their memory).
+            gc = self.proc_helpers[self.t_proc[members[0]]] if held else ()
+            for tid in gc:
                 self.t_paused[tid] = False
-                self._wake(tid)
+                self._wake_after_pause(tid)
             yield self.env.timeout(max(int(rng.exponential(prof.pause_ms * 1e6)), 1))
             for tid in gc:
                 self.t_paused[tid] = True
+                self._release_hold(tid)
                 if self.t_active[tid]:
                     self._block(tid)
             for tid in held:
                 self.t_paused[tid] = False
-                self._wake(tid)
+                self._wake_after_pause(tid)

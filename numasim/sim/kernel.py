@@ -232,6 +232,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
             self.p_req_mode[t] = 0
             self.p_req_ops[t] = math.inf
             self.p_think[t] = 0.0
+            self.p_waker_pod[t] = False  # woken by the VM thread, which is not modelled: as by a timer on its own CPU
         self.nr = [0] * machine.n_cpus
         # CPU frequency (GHz) per CPU, set by the machine's cpufreq governor.
         spec = machine.spec
@@ -286,6 +287,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.q_since = [0] * npods
         self.t_held = [False] * nt  # runnable, but held by a throttled pod
         self.c_throttled = np.zeros(npods)  # thread-ns of runnable time held by throttling
+        self._held_from: dict[int, int] = {}  # threads held since a pause's edge, not since the throttle began
         self.quota_log: list[tuple[int, int, float]] = []  # (period start, pod, CPU ns used)
 
         # Current rates.

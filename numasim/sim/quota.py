@@ -81,10 +81,25 @@ class Bandwidth:
             if self.nr[cpu] == 0:
                 self._idle(cpu)
 
+    def _release_hold(self, tid: int) -> None:
+        """A throttled thread that goes to sleep (a pause) is no longer waiting for CPU time: its
+        throttled time so far is counted and it leaves the hold (waking in a throttled pod holds it again)."""
+        if self.t_held[tid]:
+            p = self.t_pod[tid]
+            self.c_throttled[p] += self.now - max(self.q_since[p], self._held_from.pop(tid, self.q_since[p]))
+            self.t_held[tid] = False
+
+    def _wake_after_pause(self, tid: int) -> None:
+        """Wake a thread at a pause's edge; held at once if its pod is throttled, it counts from now."""
+        self._wake(tid)
+        if self.t_held[tid]:
+            self._held_from[tid] = self.now
+
     def _unthrottle(self, p: int) -> None:
         self.q_throttled[p] = False
         held = [t for t in self.pods[p].all_tids if self.t_held[t]]
-        self.c_throttled[p] += (self.now - self.q_since[p]) * len(held)
+        since = self.q_since[p]
+        self.c_throttled[p] += sum(self.now - max(since, self._held_from.pop(t, since)) for t in held)
         cpus = []
         for tid in held:
             self.t_held[tid] = False
