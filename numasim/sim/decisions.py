@@ -128,7 +128,7 @@ class Decisions:
                 if self.t_active[tid] and self.t_cpu[tid] not in d.cpus:
                     self._move(tid, self._id(self.policy.place(tid, self.view), "place()'s CPU", d), d)
             # A process's collector threads follow its workers' CPUs (Drivers._follow_affinity).
-            for proc in sorted({self.t_proc[t] for t in tids if not self.t_helper[t]}):
+            for proc in sorted({self.t_proc[t] for t in tids if t < self.n_workers}):
                 for h in self.proc_helpers[proc]:
                     self._follow_affinity(h)
         elif isinstance(d, MigratePages):

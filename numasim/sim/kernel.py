@@ -43,7 +43,7 @@ from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
 from . import firsttouch, layout
 from .store import Store
-from .trace import PodInstance, ResponseTimes, Trace
+from .trace import PodInstance, ResponseTimes, Trace, number_threads
 from .cpu import TOUCH_STEP, CpuRuntime
 from .decisions import Decisions, _int
 from .arrivals import interarrival
@@ -111,48 +111,19 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self.view = SimView(self)
         self.memory = Memory(machine)
 
-        n_workers = sum(p.spec.threads for p in pods)
-        # Each process's collector threads (gc_threads), numbered after every pod's workers, so a
-        # pod's workers stay one run of numbers (layout.P_FIRST) that the compiled code walks.
-        n_gc = sum((p.profile.gc_threads or 0) * p.spec.processes for p in pods)
-        nt = n_workers + n_gc
+        # Threads and processes numbered across pods (workers first, then collector threads).
+        n_workers, self.proc_pod, self.proc_tids, self.proc_helpers, self.t_proc = number_threads(pods)
+        nt = len(self.t_proc)
+        n_gc = nt - n_workers
         self.n_workers = n_workers
         n = machine.n_nodes
-        tids = 0
-        # Processes, numbered across pods: a pod's threads split as evenly as they go.
-        self.proc_pod: list[int] = []
-        self.proc_tids: list[tuple[int, ...]] = []
-        for p in pods:
-            p.tids = tuple(range(tids, tids + p.spec.threads))
-            tids += p.spec.threads
-            k, extra = divmod(p.spec.threads, p.spec.processes)
-            procs, start = [], 0
-            for j in range(p.spec.processes):
-                n_j = k + (1 if j < extra else 0)
-                procs.append(p.tids[start:start + n_j])
-                start += n_j
-            p.procs = tuple(procs)
-            self.proc_pod += [p.index] * len(procs)
-            self.proc_tids += procs
-        gc_next = n_workers
-        self.proc_helpers: list[tuple[int, ...]] = []
-        for p in pods:
-            k = p.profile.gc_threads or 0
-            p.helpers = tuple(tuple(range(gc_next + j * k, gc_next + (j + 1) * k)) for j in range(len(p.procs)))
-            gc_next += k * len(p.procs)
-            self.proc_helpers += p.helpers
-        self.t_helper = [False] * n_workers + [True] * n_gc
         # Every chunk any pod can have (its regions' sizes add up to its memory, each rounded up to a
         # chunk), so that the regions' node arrays the View hands out stay live views for the run.
         self.memory.reserve(sum(p.spec.memory // CHUNK + p.spec.processes + p.spec.threads for p in pods))
-        self.t_proc = [0] * nt
-        for proc, members in enumerate(self.proc_tids):
-            for t in members + self.proc_helpers[proc]:
-                self.t_proc[t] = proc
         # Per-thread and per-CPU numbers are built as lists here, then moved into a Store
         # (see layout.THREAD_FIELDS): memoryviews for the event path's one-at-a-time reads and
         # writes, numpy arrays over the same memory for whole-array code and the View.
-        self.t_pod = [p.index for p in pods for _ in p.tids] + [p.index for p in pods for h in p.helpers for _ in h]
+        self.t_pod = [self.proc_pod[proc] for proc in self.t_proc]
         self.t_cpu = [-1] * nt
         self.t_phase = [NEW] * nt
         self.t_active = [False] * nt

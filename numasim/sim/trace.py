@@ -12,7 +12,7 @@ from ..model.machine import Machine
 from ..model.workload import PodSpec, WorkloadProfile
 from ..policies.api import Admission, MemPolicy
 
-__all__ = ["PodInstance", "Trace", "ResponseTimes", "BIN_WIDTH", "LOG_STEP", "N_BINS"]
+__all__ = ["PodInstance", "Trace", "number_threads", "ResponseTimes", "BIN_WIDTH", "LOG_STEP", "N_BINS"]
 
 BIN_WIDTH = 0.01  # relative width of a response-time bin: percentiles are within half of it
 LOG_STEP = math.log1p(BIN_WIDTH)
@@ -55,6 +55,41 @@ class PodInstance:
     def memory(self) -> int:
         return self.spec.memory
 
+
+
+def number_threads(pods: list[PodInstance]) -> tuple[int, list[int], list[tuple[int, ...]], list[tuple[int, ...]], list[int]]:
+    """Number every thread and process of ``pods`` (setting each pod's ``tids``, ``procs`` and ``helpers``):
+    the workers first, pod after pod, each pod's split into its processes as evenly as they go; then each
+    process's collector threads (``gc_threads``), so that a pod's workers stay one run of numbers
+    (``layout.P_FIRST``), the only threads the compiled code walks by pod. Returns the number of
+    workers, each process's pod, workers and collector threads, and each thread's process."""
+    proc_pod: list[int] = []
+    proc_tids: list[tuple[int, ...]] = []
+    tid = 0
+    for p in pods:
+        p.tids = tuple(range(tid, tid + p.spec.threads))
+        tid += p.spec.threads
+        k, extra = divmod(p.spec.threads, p.spec.processes)
+        procs, start = [], 0
+        for j in range(p.spec.processes):
+            n_j = k + (1 if j < extra else 0)
+            procs.append(p.tids[start:start + n_j])
+            start += n_j
+        p.procs = tuple(procs)
+        proc_pod += [p.index] * len(procs)
+        proc_tids += procs
+    n_workers = tid
+    proc_helpers: list[tuple[int, ...]] = []
+    for p in pods:
+        k = p.profile.gc_threads or 0
+        p.helpers = tuple(tuple(range(tid + j * k, tid + (j + 1) * k)) for j in range(len(p.procs)))
+        tid += k * len(p.procs)
+        proc_helpers += p.helpers
+    t_proc = [0] * tid
+    for proc, members in enumerate(proc_tids):
+        for t in members + proc_helpers[proc]:
+            t_proc[t] = proc
+    return n_workers, proc_pod, proc_tids, proc_helpers, t_proc
 
 @dataclass
 class Trace:
