@@ -87,7 +87,7 @@ def test_zen3_pinned_stream_piles_on_one_socket_under_5_18_only():
     order: list[int] = []
     old, new = _fork_from(ZEN3, "5.18", 8, 16, allowed, order), _fork_from(ZEN3, "6.1", 8, 16, allowed)
     assert {int(c): int(old[c]) for c in np.flatnonzero(old)} == {0: 1, 16: 5, 32: 1, 48: 1}
-    # and in the trace's order: the LLC groups are met from CPU 16's own on, wrapping (balance_pass.ring)
+    # and in the trace's order: the LLC groups are met from CPU 16's own on, wrapping (domains.Level.order)
     assert order == [32, 48, 0, 16, 16, 16, 16]
     assert _per(new, ZEN3.cpu_node) == [4, 4] and new.max() == 1
     assert set(np.flatnonzero(old)) | set(np.flatnonzero(new)) <= allowed
@@ -113,8 +113,8 @@ def test_one_llc_node_local_forks_by_era():
     # 5.18-5.19: a quarter of the one-LLC node (14), counting the new task: 14 stay, then the idler node.
     assert _per(_fork(m, "5.18", 16), m.cpu_node) == [14, 2]
     assert [lv.imb_numa_nr for lv in build_levels(m, CFSOptions(numa_imbalance_kernel="5.18").model_dump())
-            if lv.numa] == [14]
-    assert [lv.imb_numa_nr for lv in build_levels(m, CFSOptions().model_dump()) if lv.numa] == [7]
+            if lv.numa] == [[14]]
+    assert [lv.imb_numa_nr for lv in build_levels(m, CFSOptions().model_dump()) if lv.numa] == [[7]]
 
 
 def test_5_10_forks_fill_the_local_node_while_it_has_an_idle_cpu():
@@ -136,7 +136,7 @@ def _periodic_moves(era: str, busy: int) -> int:
     memo = StatsMemo(lvl.pct)
     busiest = memo[(half, half // 2, busy, busy, half - busy)]
     local = memo[(half, half // 2, 0, 0, half)]
-    return cfs._imbalance(lvl, False, local, busiest, 0.0)[1]
+    return cfs._imbalance(lvl, 0, False, local, busiest, 0.0)[1]
 
 
 @pytest.mark.parametrize("era, moved", [("5.10", 2), ("5.11", 0), ("5.15", 0), ("5.18", 0), ("6.1", 2)])
@@ -300,7 +300,7 @@ def test_old_balancer_evens_out_four_tasks_from_an_idle_cpu():
     local, busiest = _stats(memo, 56, 28, 0), _stats(memo, 56, 28, 4)
     # sds avg_load 4 * 1024 / 112 = 36; the busiest 73: the load to move is 36 x 56 = 2016, two tasks
     # (a task moves while half its load fits what is left).
-    assert find_busiest_group([local, busiest], 0, 125, CPU_IDLE, False, False) == (1, 2016)
+    assert find_busiest_group([local, busiest], (0, 1), 125, CPU_IDLE, False, False) == (1, 2016)
 
 
 @pytest.mark.parametrize("busy, expected", [(2, (1, 1024)), (1, None)])
@@ -312,7 +312,7 @@ def test_old_balancer_splits_a_pair_that_5_10_tolerates(busy, expected):
 
     memo = StatsMemo(125)
     stats = [_stats(memo, 56, 28, 0), _stats(memo, 56, 28, busy)]
-    assert find_busiest_group(stats, 0, 125, CPU_IDLE, False, False) == expected
+    assert find_busiest_group(stats, tuple(range(len(stats))), 125, CPU_IDLE, False, False) == expected
     assert _periodic_moves("5.10", 2) == 0
 
 
@@ -323,10 +323,10 @@ def test_old_balancer_overloaded_nodes_meet_at_the_average():
 
     memo = StatsMemo(125)
     stats = [_stats(memo, 22, 22, 32), _stats(memo, 22, 22, 48)]
-    assert find_busiest_group(stats, 0, 125, CPU_NOT_IDLE, False, True) == (1, 8184)
+    assert find_busiest_group(stats, tuple(range(len(stats))), 125, CPU_NOT_IDLE, False, True) == (1, 8184)
     # 40 against 44 tasks: 100 x 2048 <= 125 x 1861, within imbalance_pct: balanced.
     stats = [_stats(memo, 22, 22, 40), _stats(memo, 22, 22, 44)]
-    assert find_busiest_group(stats, 0, 125, CPU_NOT_IDLE, False, True) is None
+    assert find_busiest_group(stats, tuple(range(len(stats))), 125, CPU_NOT_IDLE, False, True) is None
 
 
 def test_old_eras_read_as_numbers_and_tolerate_no_numa_imbalance():

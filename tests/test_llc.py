@@ -23,9 +23,9 @@ def test_rome_domains_follow_its_ccx():
     # SMT (a core), MC (a CCX of 4 cores, 8 CPUs), PKG (the node: the socket in NPS1), NUMA.
     levels = build_levels(_machine("epyc-7742-nps1"), CFSOptions().model_dump())
     assert [lv.name for lv in levels] == ["SMT", "MC", "PKG", "NUMA-21"]
-    assert [lv.weight for lv in levels] == [2, 8, 128, 256]
+    assert [len(lv.spans[0]) for lv in levels] == [2, 8, 128, 256]
     # build_sched_domains: 16 LLCs in the level above the LLC, so 16 tasks of NUMA imbalance.
-    assert levels[2].imb_numa_nr == 16 and levels[3].imb_numa_nr == 16
+    assert levels[2].imb_numa_nr[0] == 16 and levels[3].imb_numa_nr == [16]
 
 
 @pytest.mark.parametrize("name", ["epyc-7742-nps4", "sapphirerapids-8480-snc4", "kunpeng920-6426"])
@@ -36,7 +36,7 @@ def test_no_level_without_numa_spans_two_nodes(name):
             for span in lv.spans:
                 assert len({int(m.cpu_node[c]) for c in span}) == 1, lv.name
     # The socket's nodes meet at a NUMA level (the kernel's cpu_cpu_mask is the node).
-    assert any(lv.numa and lv.weight == m.n_cpus // m.spec.sockets for lv in build_levels(m, CFSOptions().model_dump()))
+    assert any(lv.numa and len(lv.spans[0]) == m.n_cpus // m.spec.sockets for lv in build_levels(m, CFSOptions().model_dump()))
 
 
 def test_without_cores_per_llc_the_llc_is_the_node():

@@ -107,7 +107,7 @@ def test_a_pass_on_random_states_is_the_plain_loops():
                 for _ in range(60):
                     now = int(rng.integers(50, 100)) * pol.jiffy
                     for e in pol.entities:
-                        pol._set_interval(e, float(pol.levels[e.level].weight * rng.choice([1, 2])))
+                        pol._set_interval(e, float(len(pol._domains[e.level][e.span].cpus) * rng.choice([1, 2])))
                         e.last, e.failed = now - int(rng.integers(0, 40)) * pol.jiffy, int(rng.integers(0, 4))
                     counts = rng.choice([0, 0, 0, 1, 1, 2, 3], size=pol.machine.n_cpus).tolist()
                     queues, t = [], 0
@@ -135,7 +135,7 @@ def test_after_a_move_the_pass_sees_the_new_run_counts():
     sib = next(c for c in range(m.n_cpus) if c != dst and m.cpu_core[c] == m.cpu_core[dst])
     now = 100 * pol.jiffy
     for e in pol.entities:
-        pol._set_interval(e, float(pol.levels[e.level].weight))
+        pol._set_interval(e, float(len(pol._domains[e.level][e.span].cpus)))
         e.last, e.failed = now, 0
     k = next(e for e in pol.entities if e.level == 0 and e.cpus == (dst,))
     k.last = 0

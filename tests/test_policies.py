@@ -26,10 +26,10 @@ def test_pacific_domains_follow_topology_c():
     levels = build_levels(PACIFIC, CFSOptions().model_dump())
     assert [lv.name for lv in levels] == ["MC", "NUMA-21"]
     mc, numa = levels
-    assert mc.weight == 22 and mc.share_llc and not mc.numa
-    assert numa.weight == 44 and numa.numa and numa.fork and numa.wake_affine
+    assert len(mc.spans[0]) == 22 and mc.share_llc and not mc.numa
+    assert len(numa.spans[0]) == 44 and numa.numa and numa.fork and numa.wake_affine
     # build_sched_domains: one LLC per socket -> PKG imb = 22 >> 3 = 2, carried to the NUMA level.
-    assert numa.imb_numa_nr == 2
+    assert numa.imb_numa_nr == [2]
     assert len(numa.groups[0]) == 2 and sorted(numa.groups[0][0]) == sorted(PACIFIC.node_cpus[0])
 
 

@@ -205,13 +205,30 @@ def test_tables_whose_llc_rows_lie_beyond_the_checked_width_are_refused():
     # (more LLCs than the array has columns: their lengths and CPUs went unchecked).
     from numasim.policies.rules import check_packed
 
-    W = np.zeros((25, 16), dtype=np.int64)
-    W[0, :5] = (0, 0, 117, 20, 1)
-    W[1, :2] = 17
-    W[3, :16] = 1
+    W = np.zeros((40, 24), dtype=np.int64)
+    W[0, :6] = (0, 0, 117, 30, 1, 1)
+    W[1, :2] = 27
+    W[3, :24] = 1
     W[4, 1] = 3
-    W[4 + 17, 0] = 10**12
+    W[4 + 27, 0] = 10**12
     assert check_packed(W, 2) is not None
+
+
+def test_tables_whose_numa_rows_name_a_node_outside_the_distances_are_refused():
+    # At a NUMA level the wake rule reads the distance between the two CPUs' nodes: a node number
+    # outside the distance rows would read outside the array.
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFS, CFSOptions
+    from numasim.policies.rules import check_packed
+
+    m = machine_preset("skylake-8180-4s")
+    W = CFS(CFSOptions(), m, np.random.default_rng(0)).wake_rule().tables
+    assert check_packed(W, m.n_cpus) is None
+    levels = int(W[0, 0])
+    numa = [li for li in range(levels) if W[0, 16 + li] > 0]
+    assert numa  # the 4 sockets meet at NUMA levels that wake affine
+    W[1 + numa[0], 5] = int(W[0, 5])  # one past the last node
+    assert check_packed(W, m.n_cpus) is not None
 
 
 def test_a_cfs_subclass_with_its_own_idle_gets_no_compiled_pull_and_is_always_asked():

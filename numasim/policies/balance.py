@@ -29,7 +29,7 @@ import numpy as np
 from .api import PULL_MAX_QUEUE, Decision, Move, PullOne
 from . import balance_v4
 from .balance_due import DueTimes
-from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats, ring
+from .balance_pass import FULLY_BUSY, HAS_SPARE, OVERLOADED, SCALE, Pass, Stats
 from .domains import Level
 from .imbalance import adjust_numa_imbalance, periodic_numa_imbalance
 
@@ -103,6 +103,8 @@ class LoadBalancer:
         for li in range(first, len(self.levels)):
             lvl = self.levels[li]
             si = int(lvl.span_of[cpu])
+            if si < 0:
+                continue  # no domain of this CPU's at this level
             if sources.isdisjoint(self._domains[li][si].cpus):
                 continue  # nothing in this domain may come here: sched_balance_rq would pull nothing
             gi = lvl.group_of[si][cpu]
@@ -183,7 +185,7 @@ class LoadBalancer:
         for k, q in zip(due_k, quiet):
             e = self.entities[k]
             if q:  # sched_balance_rq would find no imbalance (_settled): _visit's outcome, shortened
-                cap = 2.0 * self.levels[e.level].weight
+                cap = 2.0 * len(self._domains[e.level][e.span].cpus)
                 if e.interval_ms != cap:
                     self._set_interval(e, min(e.interval_ms * 2, cap))
                 e.failed, e.last = 0, now
@@ -211,7 +213,7 @@ class LoadBalancer:
         periodic pass. From v5.5 (``_balance_once``) a busiest group with one task ends the search before
         any active balancing; before (``balance_v4.find_busiest_group``) a busy balancing CPU's load is
         already the busiest's, and an idle one's group has one idle CPU, no more than the busiest's plus one."""
-        return self._domains[e.level][e.span].single and not self.levels[e.level].prefer_sibling
+        return self._domains[e.level][e.span].single and not self.levels[e.level].prefer_sibling[e.span]
 
     def _visit(self, e: _Entity, nr: list[int], p: Pass, now: int) -> int:
         """Balance ``e``'s domain and group if due; returns when it is next due."""
@@ -222,7 +224,7 @@ class LoadBalancer:
                 found, moved = self._balance(e, dst, busy, p)
             else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
                 found, moved = False, 0
-            w = float(self.levels[e.level].weight)
+            w = float(len(self._domains[e.level][e.span].cpus))
             # sched_balance_rq's back-off: min_interval after an imbalance, else doubling.
             self._set_interval(e, w if found else min(e.interval_ms * 2, 2 * w))
             e.failed = 0 if moved or not found else e.failed + 1
@@ -290,7 +292,8 @@ class LoadBalancer:
         stats = self._all_stats(e.level, e.span, p.nr, masked)
         if self.o.numa_imbalance_kernel in balance_v4.ERAS:
             idle = balance_v4.CPU_NEWLY_IDLE if newidle else (balance_v4.CPU_NOT_IDLE if busy else balance_v4.CPU_IDLE)
-            found = balance_v4.find_busiest_group(stats, e.group, lvl.pct, idle, lvl.prefer_sibling, p.nr[dst] > 0)
+            found = balance_v4.find_busiest_group(stats, lvl.order(e.span, dst), lvl.pct, idle,
+                                                  lvl.prefer_sibling[e.span], p.nr[dst] > 0)
             if found is None:
                 return False, 0, []
             bi, imbalance = found
@@ -300,7 +303,7 @@ class LoadBalancer:
         sds_avg = sum(s.nr for s in stats) * SCALE * SCALE / (self._domains[e.level][e.span].weight * SCALE)
         # sched_balance_find_src_group
         best = None
-        for gi in ring(len(stats), e.group):
+        for gi in lvl.order(e.span, dst):
             st = stats[gi]
             if gi == e.group or st.nr == 0:
                 continue
@@ -318,7 +321,8 @@ class LoadBalancer:
                 return False, 0, []
             if 100 * busiest.avg_load <= lvl.pct * local.avg_load:
                 return False, 0, []
-        force = lvl.prefer_sibling and local.kind == HAS_SPARE and self._sibling_imb(busy, local, busiest) > 1
+        prefer = lvl.prefer_sibling[e.span]
+        force = prefer and local.kind == HAS_SPARE and self._sibling_imb(busy, local, busiest) > 1
         if not force and busiest.kind != OVERLOADED:
             if busy:
                 return False, 0, []
@@ -326,7 +330,7 @@ class LoadBalancer:
                 return False, 0, []
             if busiest.nr == 1:
                 return False, 0, []
-        kind, imbalance = self._imbalance(lvl, busy, local, busiest, sds_avg)
+        kind, imbalance = self._imbalance(lvl, e.span, busy, local, busiest, sds_avg)
         if imbalance <= 0:
             return False, 0, []
         return self._pull(e, dst, groups, bi, kind, imbalance, p, masked, newidle)
@@ -360,7 +364,8 @@ class LoadBalancer:
             imb = 2
         return imb
 
-    def _imbalance(self, lvl: Level, busy: bool, local: Stats, busiest: Stats, sds_avg: float):
+    def _imbalance(self, lvl: Level, si: int, busy: bool, local: Stats, busiest: Stats, sds_avg: float):
+        prefer, imb_numa_nr = lvl.prefer_sibling[si], lvl.imb_numa_nr[si]
         if local.kind == HAS_SPARE:
             if busiest.kind > FULLY_BUSY and not lvl.share_llc:
                 imb = max(local.capacity, local.util) - local.util
@@ -369,14 +374,14 @@ class LoadBalancer:
                 return MIGRATE_UTIL, imb
             era = self.o.numa_imbalance_kernel
             if lvl.numa and era != "6.1":
-                return MIGRATE_TASK, periodic_numa_imbalance(era, lvl.prefer_sibling, local, busiest,
-                                                             self.o.numa_imbalance_min, lvl.imb_numa_nr)
-            if busiest.weight == 1 or lvl.prefer_sibling:
+                return MIGRATE_TASK, periodic_numa_imbalance(era, prefer, local, busiest,
+                                                             self.o.numa_imbalance_min, imb_numa_nr)
+            if busiest.weight == 1 or prefer:
                 imb = self._sibling_imb(busy, local, busiest)
             else:
                 imb = max(0, local.idle - busiest.idle)
             if lvl.numa:
-                imb = adjust_numa_imbalance("6.1", imb, local.nr + 1, local.weight, lvl.imb_numa_nr,
+                imb = adjust_numa_imbalance("6.1", imb, local.nr + 1, local.weight, imb_numa_nr,
                                             self.o.numa_imbalance_min)
             return MIGRATE_TASK, imb >> 1
         if local.kind < OVERLOADED:

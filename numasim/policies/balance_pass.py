@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from .api import View
     from .domains import Level
 
-__all__ = ["FULLY_BUSY", "HAS_SPARE", "OVERLOADED", "SCALE", "Domain", "Pass", "Stats", "StatsMemo", "domains", "ring"]
+__all__ = ["FULLY_BUSY", "HAS_SPARE", "OVERLOADED", "SCALE", "Domain", "Pass", "Stats", "StatsMemo", "domains"]
 
 HAS_SPARE, FULLY_BUSY, OVERLOADED = 0, 1, 2
 
@@ -65,20 +64,6 @@ class Domain:
     groups: list[tuple[tuple[int, ...], int, int]]  # per group: its CPUs (ascending), weight, number of cores
     single: bool  # every group is one CPU (the lowest level)
     weight: int  # the groups' weights summed
-
-
-@lru_cache(maxsize=4096)
-def ring(n: int, local: int | None) -> tuple[int, ...]:
-    """The order in which a CPU's domain lists its ``n`` groups: from its own group ``local`` on, wrapping
-    around (``build_sched_groups`` links the groups met by ``for_each_cpu_wrap(i, span, cpu)``, so
-    ``sd->groups`` is the CPU's own group). The balancer and ``find_idlest_group`` keep the first of
-    equal groups, so this order breaks their ties. The kernel's order where each group's CPUs come
-    round in the same order (block or alternate numbering); overlapping NUMA levels are not built
-    as the kernel builds them (docs/model.md, known defect). ``local`` None (a CPU outside the
-    domain): the groups in order."""
-    if local is None:
-        return tuple(range(n))
-    return tuple(range(local, n)) + tuple(range(local))
 
 
 def flat_groups(cpu_lists) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

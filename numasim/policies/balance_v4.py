@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .balance_pass import SCALE, Stats, ring
+from .balance_pass import SCALE, Stats
 
 __all__ = ["CPU_IDLE", "CPU_NEWLY_IDLE", "CPU_NOT_IDLE", "ERAS", "find_busiest_group", "find_dst_group",
            "find_idlest_group"]
@@ -47,15 +47,17 @@ def _overloaded(st: Stats, pct: int) -> bool:
     return st.nr > st.weight and st.weight * SCALE * 100 < st.busy_cpus * SCALE * pct
 
 
-def find_dst_group(era: str, groups: list[tuple[tuple[int, ...], int, int]], local_i: int | None,
+def find_dst_group(era: str, groups: list[tuple[tuple[int, ...], int, int]], order: tuple[int, ...],
                    allowed: frozenset[int] | None, stats: Callable[[tuple], Stats], pct: int, numa: bool,
                    fork: bool) -> tuple[int, ...] | None:
     """The CPUs of the group a new task goes to among a domain's ``groups`` (``stats`` gives one's
-    statistics), or None to stay in the local group ``local_i``; groups the task may not use are skipped."""
+    statistics), or None to stay in the local group, the first of ``order`` (the groups as the
+    CPU lists them); groups the task may not use are skipped."""
     mine = None
     others: list[Stats] = []
     cands: list[tuple[int, ...]] = []
-    for gi in ring(len(groups), local_i):
+    local_i = order[0]
+    for gi in order:
         group = groups[gi]
         if allowed is not None and allowed.isdisjoint(group[0]):
             continue
@@ -123,7 +125,7 @@ def find_idlest_group(era: str, local: Stats | None, others: list[Stats], pct: i
     return idlest
 
 
-def find_busiest_group(stats: list[Stats], local_i: int, pct: int, idle: int, prefer_sibling: bool,
+def find_busiest_group(stats: list[Stats], order: tuple[int, ...], pct: int, idle: int, prefer_sibling: bool,
                        dst_has_tasks: bool) -> tuple[int, int] | None:
     """``find_busiest_group``: (index of the busiest group, load to move), or None when balanced.
 
@@ -131,11 +133,12 @@ def find_busiest_group(stats: list[Stats], local_i: int, pct: int, idle: int, pr
     from an idle CPU) or ``CPU_NEWLY_IDLE``; ``dst_has_tasks`` whether it runs any task
     (``cpu_avg_load_per_task`` of an empty local group).
     """
+    local_i = order[0]
     local = stats[local_i]
     local_cap = _has_capacity(local, pct)
     best, best_type, best_avg, best_full = None, _OTHER, 0, False
     total = weight = 0
-    for gi in ring(len(stats), local_i):
+    for gi in order:
         st = stats[gi]
         total += st.nr
         weight += st.weight

@@ -163,15 +163,19 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         self._min_gran = options.min_granularity_ms * factor * 1e6
         self._base_slice = options.base_slice_ms * factor * 1e6
         self.entities: list[_Entity] = []
+        # One balancing entity per domain and own group: the CPUs whose domain it is and whose own group
+        # that is (where domains do not overlap, the group's CPUs); the first idle one balances.
         for li, lvl in enumerate(self.levels):
-            for si, groups in enumerate(lvl.groups):
-                for gi in range(len(groups)):
-                    self.entities.append(_Entity(li, si, gi))
+            for si, own in enumerate(lvl.group_of):
+                by_group: dict[int, list[int]] = {}
+                for c, gi in sorted(own.items()):
+                    by_group.setdefault(gi, []).append(c)
+                for gi in sorted(by_group):
+                    self.entities.append(_Entity(li, si, gi, cpus=tuple(by_group[gi])))
         self._entity = {(e.level, e.span, e.group): e for e in self.entities}
-        self._domains = domains(self.levels, machine.cpu_core)  # per level and span: its groups as Python values
+        self._domains = domains(self.levels, machine.cpu_core)  # per level and domain: its groups as Python values
         for e in self.entities:
-            e.cpus = self._domains[e.level][e.span].groups[e.group][0]
-            self._set_interval(e, float(self.levels[e.level].weight))
+            self._set_interval(e, float(len(self._domains[e.level][e.span].cpus)))
         self._stats_memo = [StatsMemo(lvl.pct) for lvl in self.levels]
         self._outside_cache: dict[tuple[int, int, int], tuple[tuple[int, ...], frozenset[int]]] = {}
         self._fork_groups: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}  # fork.py: CPUs by group
@@ -181,7 +185,8 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         else:  # one CPU per LLC
             llc_span_of, llc_cpus = np.arange(machine.n_cpus), [np.array([c]) for c in range(machine.n_cpus)]
         self._cpu_core = machine.cpu_core
-        self._wake_tables = WakeTables(self.levels, llc_span_of, llc_cpus, machine.core_cpus, machine.cpu_core)
+        self._wake_tables = WakeTables(self.levels, llc_span_of, llc_cpus, machine.core_cpus, machine.cpu_core,
+                                       machine.cpu_node, machine.distance)
         self._cpu_masks: dict[frozenset[int], np.ndarray] = {}
         self._no_mask = np.zeros(0, dtype=np.bool_)
         self._started = False
@@ -192,7 +197,8 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         self.numab: NumaBalancing | None = None
         numa = [lvl for lvl in self.levels if lvl.numa]
         if (options.numa_balancing and numa) or (options.numa_balancing_tiering and machine.n_nodes > len(machine.cpu_nodes)):
-            self.numab = NumaBalancing(machine, options, rng, numa[0].imb_numa_nr if numa else 0, options.imbalance_pct_numa)
+            # imb_numa_nr of the lowest NUMA domain (sd_numa): the first NUMA level's, which all its domains share
+            self.numab = NumaBalancing(machine, options, rng, numa[0].imb_numa_nr[0] if numa else 0, options.imbalance_pct_numa)
         self._numab_next = 0
 
     # ------------------------------------------------------------- slices
@@ -229,8 +235,8 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         this = prev if waker_cpu is None else int(waker_cpu)
         mask = self._no_mask if allowed is None else self._cpu_mask(allowed)
         w = self._wake_tables
-        cpu = wake_cpu(nr, prev, this, mask, w.span_of, w.pct, w.llc_span_of, w.llc_cpus, w.llc_len, w.core_cpus,
-                       w.cpu_core, self.machine.smt, self.o.imbalance_pct_mc)
+        cpu = wake_cpu(nr, prev, this, mask, w.span_of, w.pct, w.near, w.distance, w.llc_span_of, w.llc_cpus,
+                       w.llc_len, w.core_cpus, w.cpu_core, self.machine.smt, self.o.imbalance_pct_mc)
         return int(cpu) if cpu >= 0 else self.find_dst_cpu(prev, np.array(nr), allowed)
 
     def wake_rule(self) -> WakeAffine | None:

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import balance_v4
-from .balance_pass import HAS_SPARE, SCALE, Stats, flat_groups, ring
+from .balance_pass import HAS_SPARE, SCALE, Stats, flat_groups
 from .imbalance import adjust_numa_imbalance, fork_stays_local
 
 __all__ = ["ForkPlacement"]
@@ -22,25 +22,42 @@ class ForkPlacement:
     """Where a new (or exec'd) thread starts (the mixin part of :class:`~numasim.policies.cfs.CFS`)."""
 
     def find_dst_cpu(self, cpu: int, nr: NDArray[np.int64], allowed: frozenset[int] | None, fork: bool = True) -> int:
-        """``sched_balance_find_dst_cpu``: walk down from the highest fork-balancing domain (a fork's, or an exec's)."""
+        """``sched_balance_find_dst_cpu``: walk down from the CPU's highest fork-balancing domain (a fork's,
+        or an exec's). Where it moves to another CPU, it goes on from that CPU's highest domain smaller
+        than the one it chose in (the next level down, where domains do not overlap)."""
         counts = nr
         nr = nr.tolist()
-        top = -1
-        for li, lvl in enumerate(self.levels):
+        levels = self.levels
+        li = -1
+        for k, lvl in enumerate(levels):
             if not lvl.fork:
                 break
-            top = li
-        li = top
+            if lvl.span_of[cpu] >= 0:
+                li = k
         while li >= 0:
-            lvl = self.levels[li]
-            si = int(lvl.span_of[cpu])
+            si = int(levels[li].span_of[cpu])
+            if si < 0:
+                li -= 1
+                continue
             group = self._find_dst_group(li, si, cpu, nr, allowed, fork, counts)
             if group is None:
                 li -= 1
                 continue
             new = self._group_cpu(group, nr, allowed, cpu)
-            li -= 1
+            if new == cpu:
+                li -= 1
+                continue
+            weight = len(self._domains[li][si].cpus)
             cpu = new
+            li = -1  # the new CPU's highest fork-balancing domain lighter than that one
+            for k, lvl in enumerate(levels):
+                sk = int(lvl.span_of[cpu])
+                if sk < 0:
+                    continue
+                if len(self._domains[k][sk].cpus) >= weight:
+                    break
+                if lvl.fork:
+                    li = k
         if allowed is not None and cpu not in allowed:
             cands = sorted(allowed)
             cpu = min(cands, key=lambda c: (nr[c], c))
@@ -66,17 +83,18 @@ class ForkPlacement:
                         counts: NDArray[np.int64] | None = None) -> tuple[int, ...] | None:
         lvl = self.levels[li]
         groups = self._domains[li][si].groups
-        local_i = lvl.group_of[si].get(cpu)
+        local_i = lvl.group_of[si][cpu]
+        order = lvl.order(si, cpu)
         era = self.o.numa_imbalance_kernel
         if era in balance_v4.ERAS:
-            return balance_v4.find_dst_group(era, groups, local_i, allowed, lambda g: self._stats(li, g, nr),
+            return balance_v4.find_dst_group(era, groups, order, allowed, lambda g: self._stats(li, g, nr),
                                              lvl.pct, lvl.numa, fork)
         local = idlest = None
         idlest_g = None
         # update_sg_lb_stats for every group: the sums of _stats, for all groups at once
         tasks, idles = self._group_counts(li, si, np.asarray(nr) if counts is None else counts)
         memo = self._stats_memo[li]
-        for gi in ring(len(groups), local_i):
+        for gi in order:
             g, w, ncores = groups[gi]
             if allowed is not None and allowed.isdisjoint(g):
                 continue
@@ -108,10 +126,10 @@ class ForkPlacement:
             return idlest_g
         era = self.o.numa_imbalance_kernel
         if lvl.numa and era != "6.1":
-            if fork_stays_local(era, local, len(self._domains[li][si].cpus), lvl.imb_numa_nr):
+            if fork_stays_local(era, local, len(self._domains[li][si].cpus), lvl.imb_numa_nr[si]):
                 return None
         elif lvl.numa:
-            imb_nr = lvl.imb_numa_nr
+            imb_nr = lvl.imb_numa_nr[si]
             if allowed is not None:
                 imb_nr = min(sum(1 for c in groups[local_i][0] if c in allowed), imb_nr)
             imb = abs(local.idle - best.idle)

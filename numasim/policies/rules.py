@@ -25,22 +25,36 @@ jit.fresh(__file__)
 __all__ = ["SCALE", "WakeTables", "check_packed", "wake_cpu", "wake_packed"]
 
 SCALE = 1024  # SCHED_CAPACITY_SCALE: one CPU's capacity, one nice-0 task's load
-_HEAD = 16  # columns of the packed tables' first row (WakeTables.packed)
+_HEAD = 24  # columns of the packed tables' first row (WakeTables.packed)
+_MAX_LEVELS = 8
 
 
 class WakeTables:
     """What the wake-up placement reads, as arrays: the wake_affine levels, the LLCs, the cores."""
 
     def __init__(self, levels, llc_span_of: NDArray[np.int64], llc_cpus: list[NDArray[np.int64]],
-                 core_cpus: tuple[tuple[int, ...], ...], cpu_core: NDArray[np.int64]):
+                 core_cpus: tuple[tuple[int, ...], ...], cpu_core: NDArray[np.int64], cpu_node: NDArray[np.int64],
+                 distance: NDArray[np.int64]):
         affine = []
         for lvl in levels:
             if not lvl.wake_affine:
                 break
             affine.append(lvl)
         n = len(llc_span_of)
-        # The levels that may wake affine, lowest first: the span of each CPU and imbalance_pct.
-        self.span_of = np.array([lvl.span_of for lvl in affine], dtype=np.int64).reshape(len(affine), n)
+        # The levels that may wake affine, lowest first, and imbalance_pct. Whether the previous CPU is
+        # in the waker's domain (wake_affine's test): below the NUMA levels, where domains do not
+        # overlap, both have one domain (a CPU without one there, its own number below zero); at a
+        # NUMA level, the nodes are at most the level's distance apart (sd_numa_mask), whether the
+        # waker keeps that domain or not (if not, its child has the same span, or spans the machine,
+        # and is met first).
+        self.span_of = np.zeros((len(affine), n), dtype=np.int64)
+        for li, lvl in enumerate(affine):
+            if lvl.numa:
+                self.span_of[li] = cpu_node
+            else:
+                self.span_of[li] = np.where(lvl.span_of >= 0, lvl.span_of, -1 - np.arange(n))
+        self.near = np.array([lvl.dist if lvl.numa else 0 for lvl in affine], dtype=np.int64)
+        self.distance = np.ascontiguousarray(distance, dtype=np.int64)
         self.pct = np.array([lvl.pct for lvl in affine], dtype=np.int64)
         self.llc_span_of = np.ascontiguousarray(llc_span_of, dtype=np.int64)
         width = max(len(c) for c in llc_cpus)
@@ -57,24 +71,28 @@ class WakeTables:
     def packed(self, smt: bool, pct_mc: int) -> NDArray[np.int64]:
         """The tables as one array, for the runtime (:func:`wake_packed` reads it): row 0 holds the
         number of wake_affine levels, the SMT flag, imbalance_pct of the LLC level, the number
-        of LLCs and the ways per core, then each level's imbalance_pct from column 8; then a
-        row per level's spans, the LLC spans, the CPUs' cores, the LLCs' lengths, a row per
-        LLC of its CPUs and a row per core of its CPUs."""
+        of LLCs, the ways per core and the number of nodes, then each level's imbalance_pct from
+        column 8 and its distance from column 16 (0: not a NUMA level); then a row per level's
+        spans (at a NUMA level, nodes), the LLC spans, the CPUs' cores, the LLCs' lengths, a row
+        per LLC of its CPUs, a row per core of its CPUs and a row per node of its distances."""
         levels, ncpu = self.span_of.shape
         n_llc, width = self.llc_cpus.shape
         ncores, ways = self.core_cpus.shape
-        if levels > _HEAD - 8:
-            raise ValueError(f"at most {_HEAD - 8} wake_affine levels, got {levels}")
-        cols = max(ncpu, width, ways, n_llc, _HEAD)
-        out = np.full((4 + levels + n_llc + ncores, cols), -1, dtype=np.int64)
-        out[0, :5] = (levels, int(smt), pct_mc, n_llc, ways)
+        nodes = self.distance.shape[0]
+        if levels > _MAX_LEVELS:
+            raise ValueError(f"at most {_MAX_LEVELS} wake_affine levels, got {levels}")
+        cols = max(ncpu, width, ways, n_llc, nodes, _HEAD)
+        out = np.full((4 + levels + n_llc + ncores + nodes, cols), -1, dtype=np.int64)
+        out[0, :6] = (levels, int(smt), pct_mc, n_llc, ways, nodes)
         out[0, 8:8 + levels] = self.pct
+        out[0, 16:16 + levels] = self.near
         out[1:1 + levels, :ncpu] = self.span_of
         out[1 + levels, :ncpu] = self.llc_span_of
         out[2 + levels, :ncpu] = self.cpu_core
         out[3 + levels, :n_llc] = self.llc_len
         out[4 + levels:4 + levels + n_llc, :width] = self.llc_cpus
-        out[4 + levels + n_llc:, :ways] = self.core_cpus
+        out[4 + levels + n_llc:4 + levels + n_llc + ncores, :ways] = self.core_cpus
+        out[4 + levels + n_llc + ncores:, :nodes] = self.distance
         return out
 
 
@@ -83,31 +101,38 @@ def check_packed(W: object, ncpu: int) -> str | None:
     CPUs (the compiled code does not check its indices), or None."""
     if not isinstance(W, np.ndarray) or W.dtype != np.int64 or W.ndim != 2 or W.shape[0] < 6 or W.shape[1] < max(ncpu, _HEAD):
         return f"an int64 array of at least 6 rows and {max(ncpu, _HEAD)} columns"
-    levels, smt, pct_mc, n_llc, ways = (int(v) for v in W[0, :5])
-    ncores = W.shape[0] - 4 - levels - n_llc
-    if not (0 <= levels <= _HEAD - 8 and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc <= W.shape[1]
-            and 1 <= ways <= W.shape[1] and ncores >= 1):
-        return "a first row of levels (0-8), SMT (0 or 1), imbalance_pct (100-200), LLCs and ways that fit the array"
+    levels, smt, pct_mc, n_llc, ways, nodes = (int(v) for v in W[0, :6])
+    ncores = W.shape[0] - 4 - levels - n_llc - nodes
+    if not (0 <= levels <= _MAX_LEVELS and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc <= W.shape[1]
+            and 1 <= ways <= W.shape[1] and 1 <= nodes <= W.shape[1] and ncores >= 1):
+        return ("a first row of levels (0-8), SMT (0 or 1), imbalance_pct (100-200), LLCs, ways and nodes "
+                "that fit the array")
     r = 1 + levels
+    near = W[0, 16:16 + levels]
+    numa_rows = W[1:r, :ncpu][near > 0]
     llc_len = W[r + 2, :n_llc]
     cpus = W[r + 3:r + 3 + n_llc]
     ok = (np.all((W[r, :ncpu] >= 0) & (W[r, :ncpu] < n_llc)) and np.all((W[r + 1, :ncpu] >= 0) & (W[r + 1, :ncpu] < ncores))
+          and np.all(near >= 0) and np.all((numa_rows >= 0) & (numa_rows < nodes))
           and np.all((llc_len >= 1) & (llc_len <= W.shape[1]))
           and all(np.all((row[:k] >= 0) & (row[:k] < ncpu)) and np.all(np.diff(row[:k]) > 0) for row, k in zip(cpus, llc_len))
-          and np.all((W[r + 3 + n_llc:, :ways] >= -1) & (W[r + 3 + n_llc:, :ways] < ncpu)))
-    return None if ok else "CPU, core and LLC numbers within the machine, each LLC's CPUs ascending"
+          and np.all((W[r + 3 + n_llc:r + 3 + n_llc + ncores, :ways] >= -1) & (W[r + 3 + n_llc:r + 3 + n_llc + ncores, :ways] < ncpu)))
+    return None if ok else "CPU, core, LLC and node numbers within the machine, each LLC's CPUs ascending"
 
 
 @jit.kernel
 def wake_packed(W, nr, prev, this, allowed):
     """:func:`wake_cpu` over the tables packed by :meth:`WakeTables.packed`; ``allowed``: a mask of
     the CPUs the thread may use (every CPU's entry true when it may use all)."""
-    levels, smt, pct_mc, n_llc, ways = W[0, 0], W[0, 1], W[0, 2], W[0, 3], W[0, 4]
+    levels, smt, pct_mc, n_llc, ways, nodes = W[0, 0], W[0, 1], W[0, 2], W[0, 3], W[0, 4], W[0, 5]
     ncpu = nr.size
     width = W.shape[1]
     r = 1 + levels
-    return wake_cpu(nr, prev, this, allowed, W[1:r, :ncpu], W[0, 8:8 + levels], W[r, :ncpu], W[r + 3:r + 3 + n_llc, :width],
-                    W[r + 2, :n_llc], W[r + 3 + n_llc:, :ways], W[r + 1, :ncpu], smt != 0, pct_mc)
+    k = r + 3 + n_llc  # the cores' rows, then the nodes'
+    ncores = W.shape[0] - k - nodes
+    return wake_cpu(nr, prev, this, allowed, W[1:r, :ncpu], W[0, 8:8 + levels], W[0, 16:16 + levels],
+                    W[k + ncores:, :nodes], W[r, :ncpu], W[r + 3:k, :width], W[r + 2, :n_llc], W[k:k + ncores, :ways],
+                    W[r + 1, :ncpu], smt != 0, pct_mc)
 
 
 @jit.kernel
@@ -135,18 +160,22 @@ def _ok(allowed, c):
 
 
 @jit.kernel
-def wake_cpu(nr, prev, this, allowed, span_of, pct, llc_span_of, llc_cpus, llc_len, core_cpus, cpu_core,
-             smt, pct_mc):
+def wake_cpu(nr, prev, this, allowed, span_of, pct, near, distance, llc_span_of, llc_cpus, llc_len, core_cpus,
+             cpu_core, smt, pct_mc):
     """The CPU a waking thread goes to, or -1 when no CPU it may use was found (the caller then
     walks the domains as a fork does).
 
     ``nr``: threads queued on each CPU; ``prev``: where the thread ran; ``this``: its waker's
-    CPU (``prev`` when none); ``allowed``: a mask of the CPUs it may use (empty: all).
+    CPU (``prev`` when none); ``allowed``: a mask of the CPUs it may use (empty: all). The
+    waker's lowest wake_affine domain that holds ``prev``: below the NUMA levels (``near``
+    0) the one both CPUs have (``span_of``), at a NUMA level one whose nodes (``span_of``)
+    are at most ``near`` apart (``distance``).
     """
     target = prev
     if this != prev and _ok(allowed, this):
         for li in range(span_of.shape[0]):
-            if span_of[li, this] == span_of[li, prev]:
+            a, b = span_of[li, this], span_of[li, prev]
+            if a == b if near[li] == 0 else distance[a, b] <= near[li]:
                 target = _wake_affine(nr, this, prev, pct[li], llc_span_of)
                 break
     return _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_len, core_cpus, cpu_core,

@@ -234,7 +234,7 @@ def pull_one(I, CI, A, D, ctl, cpu):
 
     Linux's newidle balancing at a lowest domain of one-CPU groups: the busiest CPU of the
     domain (the first of them in CPU order from ``cpu`` on, wrapping: the order of the idle
-    CPU's groups, ``balance_pass.ring``) if it has two threads or more; there, one of its
+    CPU's groups, ``domains.Level.order``) if it has two threads or more; there, one of its
     queued threads is running (picked at random: the model shares a CPU, it does not
     time-slice) and another, picked at random among those that may run on ``cpu``, moves.
     When none may (``LBF_ALL_PINNED``), the kernel leaves that CPU out and searches again:
