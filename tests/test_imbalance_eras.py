@@ -402,3 +402,27 @@ def test_a_kernel_that_is_not_a_version_string_is_refused(bad):
     with pytest.raises(ValidationError) as err:
         CFSOptions(kernel=bad)
     assert "kernel" in str(err.value) and "such as" in str(err.value)
+
+
+@pytest.mark.parametrize("kernel,want", [("6.4", "first"), ("6.5", "last")])
+def test_of_equal_fully_busy_groups_6_5_robs_the_last_unless_the_first_is_a_cores_smt_siblings(kernel, want):
+    # update_sd_pick_busiest: a fully busy group's avg_load is never computed (0), so they all tie; v5.5-v6.4
+    # keep the first, 5fd6d7f43958 (v6.5) takes the last unless the busiest so far is one core's SMT siblings.
+    rome = _machine("epyc-7742-nps1")
+    cfs = CFS(CFSOptions(kernel=kernel), rome, np.random.default_rng(0))
+    pkg = next(li for li, lv in enumerate(cfs.levels) if lv.name == "PKG")  # groups: the node's 16 CCXs
+    groups = cfs._domains[pkg][0].groups
+    memo = StatsMemo(cfs.levels[pkg].pct)
+    idle, full = memo[(8, 4, 0, 0, 8)], memo[(8, 4, 8, 8, 0)]
+    stats = [idle] * len(groups)
+    for g in (3, 5, 9):
+        stats[g] = full
+    order = tuple(range(len(groups)))
+    assert cfs._pick_busiest(stats, order, 0, groups) == (3 if want == "first" else 9)
+    # At the LLC level the groups are cores (SMT siblings): the first stays in either era.
+    mc = next(li for li, lv in enumerate(cfs.levels) if lv.name == "MC")
+    cores = cfs._domains[mc][0].groups
+    memo = StatsMemo(cfs.levels[mc].pct)
+    stats = [memo[(2, 1, 0, 0, 2)]] * len(cores)
+    stats[1] = stats[2] = memo[(2, 1, 2, 2, 0)]
+    assert cfs._pick_busiest(stats, tuple(range(len(cores))), 0, cores) == 1

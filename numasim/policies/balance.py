@@ -301,18 +301,9 @@ class LoadBalancer:
         local = stats[e.group]
         # the groups' load summed over their capacities summed, as integers until the division
         sds_avg = sum(s.nr for s in stats) * SCALE * SCALE / (self._domains[e.level][e.span].weight * SCALE)
-        # sched_balance_find_src_group
-        best = None
-        for gi in lvl.order(e.span, dst):
-            st = stats[gi]
-            if gi == e.group or st.nr == 0:
-                continue
-            key = (st.kind, st.avg_load) if st.kind != HAS_SPARE else (st.kind, -st.idle, st.nr)
-            if best is None or key > best[0]:
-                best = (key, gi)
-        if best is None:
+        bi = self._pick_busiest(stats, lvl.order(e.span, dst), e.group, self._domains[e.level][e.span].groups)
+        if bi is None:
             return False, 0, []
-        bi = best[1]
         busiest = stats[bi]
         if local.kind > busiest.kind:
             return False, 0, []
@@ -334,6 +325,34 @@ class LoadBalancer:
         if imbalance <= 0:
             return False, 0, []
         return self._pull(e, dst, groups, bi, kind, imbalance, p, masked, newidle)
+
+    def _pick_busiest(self, stats: list[Stats], order: tuple[int, ...], local: int, groups) -> int | None:
+        """``sched_balance_find_src_group``'s busiest group (``update_sd_pick_busiest``): the highest group type;
+        of overloaded groups the highest average load, of groups with spare capacity the fewest idle CPUs,
+        then the most tasks, each keeping the first of equals in the CPU's ``order``. A fully busy group's
+        average load is never computed (update_sg_lb_stats computes it for overloaded groups only), so all
+        fully busy groups tie: the first is kept, or from v6.5 (``fully_busy_last``) the last, unless the
+        first is one core's SMT siblings (a group of one core's CPUs)."""
+        best = None
+        for gi in order:
+            st = stats[gi]
+            if gi == local or st.nr == 0:
+                continue
+            if best is not None:
+                b = stats[best]
+                if st.kind < b.kind:
+                    continue
+                if st.kind == b.kind:
+                    if st.kind == OVERLOADED and st.avg_load <= b.avg_load:
+                        continue
+                    if st.kind == HAS_SPARE and (st.idle, -st.nr) >= (b.idle, -b.nr):
+                        continue
+                    if st.kind == FULLY_BUSY:
+                        _, w, ncores = groups[best]
+                        if not self.o.fully_busy_last or (ncores == 1 and w > 1):
+                            continue
+            best = gi
+        return best
 
     def _pull(self, e: _Entity, dst: int, groups, bi: int, kind: str, imbalance: float, p: Pass, masked: set[int],
               newidle: bool) -> tuple[bool, int, list[int]]:

@@ -54,7 +54,7 @@ class CFSOptions(PolicyOptions):
         default=None,
         description="a mainline kernel version (\"4.18\", \"5.10\", \"5.15.33\"; a number only with two decimals, "
                     "as 4.18: 5.10 reads as 5.1): sets numa_imbalance_kernel, "
-                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps and eevdf as that "
+                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps, fully_busy_last and eevdf as that "
                     "release had them; any of them set here wins (numasim/policies/kernels.py, docs/model.md)")
 
     @model_validator(mode="before")
@@ -78,6 +78,10 @@ class CFSOptions(PolicyOptions):
     sched_latency_ms: float = Field(default=_D["sched_latency_ms"], description="CFS target latency before scaling by 1 + ilog2(min(ncpus, 8))", ge=0.1)
     min_granularity_ms: float = Field(default=_D["min_granularity_ms"], description="CFS minimum slice before scaling", ge=0.1)
     eevdf: bool = Field(default=_D["eevdf"], description="use EEVDF's base slice (kernel 6.6+) instead of CFS's slices")
+    fully_busy_last: bool = Field(
+        default=_D["fully_busy_last"],
+        description="of equal fully busy groups the balancer robs the last, unless the first is one core's SMT siblings "
+                    "(kernel 6.5+); false: the first (v5.5-v6.4)")
     base_slice_ms: float = Field(default=_D["base_slice_ms"], description="EEVDF base slice before scaling", ge=0.1)
     busy_factor: int = Field(default=_D["busy_factor"], description="balance interval multiplier when the CPU is busy", ge=1, le=64)
     imbalance_pct_smt: int = Field(default=_D["imbalance_pct_smt"], description="imbalance_pct of the SMT level", ge=100, le=200)

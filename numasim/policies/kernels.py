@@ -5,8 +5,8 @@ commits that changed it (docs/model.md): the load balancer's era (``numa_imbalan
 NUMA balancing's (``numa_balancing_kernel``), ``imbalance_pct`` at NUMA levels and
 ``busy_factor`` (125 and 32 until v5.10, 117 and 16 from it: Vincent Guittot's "sched/fair:
 reduce minimal imbalance threshold" and "sched/fair: reduce busy load balance interval"),
-the page-migration rate limit of NUMA balancing (128 MB per 100 ms into a node, v3.8-v4.18)
-and EEVDF (v6.6). :func:`settings` maps a mainline version to all of them; an option the
+the page-migration rate limit of NUMA balancing (128 MB per 100 ms into a node, v3.8-v4.18),
+the busiest of equal fully busy groups (v6.5) and EEVDF (v6.6). :func:`settings` maps a mainline version to all of them; an option the
 scenario sets itself wins. Distribution kernels backport: name the mainline release whose
 scheduler they run, which their changelogs tell, not the number in ``uname -r``.
 """
@@ -67,4 +67,5 @@ def settings(text: object) -> dict[str, object]:
         "busy_factor": 32 if old else 16,
         "migrate_rate_limit_mbps": 1280.0 if v < (4, 19) else None,
         "eevdf": v >= (6, 6),
+        "fully_busy_last": v >= (6, 5),
     }
