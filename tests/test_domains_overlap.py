@@ -223,3 +223,53 @@ def test_random_slits_give_the_kernels_domains_and_groups(case):
     data.update(sockets=n, cores_per_node=2, smt=smt, slit=slit, cpu_numbering=numbering)
     m = Machine.from_spec(MachineSpec(**data))
     assert _model(m) == _kernel(m)
+
+
+class _Queues:
+    """What a balancing pass reads of the runtime: queues, run counts, each task's CPUs, the time."""
+
+    def __init__(self, queues, allowed, now):
+        self.queues, self.allowed_cpus, self.now = queues, allowed, now
+        self.nr_running = np.array([len(q) for q in queues], dtype=np.int64)
+
+    def runqueue(self, cpu):
+        return list(self.queues[cpu])
+
+    def affinity(self, t):
+        return self.allowed_cpus.get(t)
+
+    def allowed(self, t, cpu):
+        a = self.allowed_cpus.get(t)
+        return a is None or cpu in a
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_overlapping_groups_never_move_a_task_to_its_own_cpu_or_from_the_balancing_cpu(data):
+    # On the line of 4 nodes the NUMA-40 domain's groups overlap (nodes 0-2 and 1-3), so the busiest group can
+    # hold the balancing CPU and a task's own CPU can be in the local group. Every task move the periodic
+    # balancer makes goes to another CPU the task may use (Yicong Yang's fix, v6.5: never to the task's current CPU).
+    m = _line()
+    pol = CFS(CFSOptions(), m, np.random.default_rng(data.draw(st.integers(0, 9))))
+    counts = data.draw(st.lists(st.integers(0, 3), min_size=m.n_cpus, max_size=m.n_cpus))
+    queues, allowed, t = [], {}, 0
+    for cpu, k in enumerate(counts):
+        queues.append(list(range(t, t + k)))
+        for tid in queues[-1]:
+            if data.draw(st.booleans()):  # pinned to its CPU and one other
+                allowed[tid] = frozenset({cpu, data.draw(st.integers(0, m.n_cpus - 1))})
+        t += k
+    for e in pol.entities:
+        e.last = 0
+    moves = []
+    do_move = pol._do_move
+
+    def record(tid, src, dst, p):
+        moves.append((tid, src, dst))
+        do_move(tid, src, dst, p)
+
+    pol._do_move = record
+    pol._periodic(_Queues(queues, allowed, 10_000 * pol.jiffy))
+    for tid, src, dst in moves:
+        assert src != dst
+        assert tid not in allowed or dst in allowed[tid]

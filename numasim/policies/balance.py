@@ -364,7 +364,7 @@ class LoadBalancer:
             return True, moved, pinned
         if kind in (MIGRATE_TASK, MIGRATE_LOAD_V4) and e.failed + 1 > lvl.nice_tries + 2:
             # active balance: push the running task of the busiest queue to dst
-            src = self._busiest_queue(groups[bi][0], kind, imbalance, p.nr, excluded=masked)
+            src = self._busiest_queue(groups[bi][0], kind, imbalance, p.nr, excluded=masked | {dst})
             if src is not None:
                 for t in p.queue(src):
                     if p.sim.allowed(t, dst):
@@ -431,6 +431,7 @@ class LoadBalancer:
         counts as pinned, as ``can_migrate_task`` has it."""
         nr, sim = p.nr, p.sim
         excluded = set(masked)
+        excluded.add(dst)  # overlapping groups: the busiest group can hold the balancing CPU itself
         pinned_cpus: list[int] = []
         while True:
             src = self._busiest_queue(busiest_g, kind, imbalance, nr, excluded)
@@ -451,7 +452,9 @@ class LoadBalancer:
                 if not sim.allowed(t, dst):
                     if newidle:
                         continue
-                    alt = [c for c in local_g if sim.allowed(t, c)]
+                    # never the task's own CPU, which overlapping groups can hold (Yicong Yang, "sched/fair: Don't
+                    # balance task to its current running CPU", v6.5: lore.kernel.org/all/20230524072018.62204-1-yangyicong@huawei.com)
+                    alt = [c for c in local_g if c != src and sim.allowed(t, c)]
                     if not alt:
                         continue
                     target = min(alt, key=lambda c: (nr[c], c))
