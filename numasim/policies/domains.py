@@ -260,6 +260,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
         same: dict[tuple[int, int], bool] = {}  # spans compared, by identity (they are shared objects)
         first_of: dict[int, int] = {}  # a span's first CPU, by identity
         runs_of: dict[Span, tuple[list[int], list[int]]] = {}  # a NUMA span: its node runs and where each starts
+        tree_like: dict[int, bool] = {}  # a NUMA span (by identity) whose domains form a tree here (below)
         keys: list[tuple | None] = []
         for cpu in range(ncpu):
             span = tree.span(cpu, li)
@@ -273,7 +274,15 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
             if same[pair]:
                 keys.append(None)
                 continue
-            if numa:
+            if numa and id(span) not in tree_like:
+                # Every node of the span has it as its domain, and their child domains fit in it without
+                # overlapping: the groups are the child domains, as below the NUMA levels, whichever CPU
+                # builds them (build_overlap_sched_groups then builds what build_sched_groups would).
+                nodes = tree.node_span(tree.cpu_node[cpu], li)
+                kids = {tree.node_span(n, li - 1) for n in nodes}  # type: ignore[union-attr]
+                tree_like[id(span)] = (all(tree.node_span(n, li) == nodes for n in nodes)  # type: ignore[union-attr]
+                                       and all(k <= nodes for k in kids) and sum(map(len, kids)) == len(nodes))  # type: ignore[arg-type,operator]
+            if numa and not tree_like[id(span)]:
                 hit = runs_of.get(span)
                 if hit is None:
                     order = sorted(span)
@@ -294,7 +303,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
             imb, imb_span = imb_of(cpu)
             nr = imb * max(1, len(span) // imb_span) if numa else imb
             prefer = child_numa[cpu] is False
-            keys.append((span, built[gkey][1], prefer, nr, gkey))
+            keys.append((span, built[gkey][1], prefer, nr, gkey, numa and not tree_like[id(span)]))
             if id(span) not in first_of:
                 first_of[id(span)] = min(span)
         if all(k is None for k in keys):
@@ -303,6 +312,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
         index: dict[tuple, int] = {}
         firsts = sorted(((first_of[id(k[0])], len(k[0]), cpu) for cpu, k in enumerate(keys) if k is not None))
         at_of: list[dict[Span, int]] = []  # per domain: group -> its index
+        overlap: list[bool] = []  # per domain: built by build_overlap_sched_groups' walk (its groups may overlap)
         span_of = np.full(ncpu, -1, dtype=np.int64)
         for _, _, cpu in firsts:
             key = keys[cpu]
@@ -317,12 +327,13 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                 lvl.group_of.append({})
                 lvl.prefer_sibling.append(key[2])
                 lvl.imb_numa_nr.append(key[3])
+                overlap.append(key[5])
             span_of[cpu] = si
-            if numa:  # its own group: its child domain's span
+            if key[5]:  # its own group: its child domain's span
                 lvl.group_of[si][cpu] = at_of[si][tree.span(cpu, li - 1)]  # type: ignore[index]
         lvl.span_of = span_of
-        if numa:  # each node run's order, as a CPU of the run links the groups
-            for si, own_of in enumerate(lvl.group_of):
+        for si, own_of in enumerate(lvl.group_of):
+            if overlap[si]:  # each node run's order, as a CPU of the run links the groups
                 span = keys[next(iter(own_of))][0]  # type: ignore[index]
                 lvl.starts.append(runs_of[span][1])
                 lvl.runs.append([])
@@ -330,8 +341,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                     gkey = keys[cpu][4]  # type: ignore[index]
                     if (si, gkey[1]) not in lvl.orders:
                         lvl.orders[(si, gkey[1])] = tuple(at_of[si][g] for g in built[gkey][0])
-        else:  # the groups do not overlap: each CPU's own group is the one holding it
-            for si, own_of in enumerate(lvl.group_of):
+            else:  # the groups do not overlap: each CPU's own group is the one holding it
                 for gi, g in enumerate(lvl.groups[si]):
                     for c in g.tolist():
                         own_of[c] = gi
