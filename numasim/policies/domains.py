@@ -63,12 +63,15 @@ class Level:
     starts: list[list[int]] = field(default_factory=list)
     runs: list[list[int]] = field(default_factory=list)
     orders: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)  # (domain, run) -> order
+    periods: dict[int, int] = field(default_factory=dict)  # NUMA domain -> the period of its node runs
 
     def order(self, si: int, cpu: int) -> tuple[int, ...]:
         """The order in which ``cpu`` lists its domain ``si``'s groups (``sd->groups`` and on): the
         groups as ``for_each_cpu_wrap`` meets them from the CPU, its own first. The balancer and
         ``find_idlest_group`` keep the first of equal groups, so this order breaks their ties."""
         r = bisect_right(self.starts[si], cpu) - 1
+        if si in self.periods:
+            r %= self.periods[si]
         hit = self.orders.get((si, r))
         if hit is None:  # below the NUMA levels: each CPU of the span is in one group
             runs = self.runs[si]
@@ -189,6 +192,20 @@ def _partition_groups(tree: _Tree, li: int, span: Span) -> list[Span]:
     return list(out)
 
 
+def _period(seq: list[int]) -> int:
+    """The smallest p dividing len(seq) such that seq repeats every p items (its runs from position r and
+    from r + p then meet the same nodes in the same order)."""
+    n = len(seq)
+    fail = [0] * n  # prefix function
+    for i in range(1, n):
+        k = fail[i - 1]
+        while k and seq[i] != seq[k]:
+            k = fail[k - 1]
+        fail[i] = k + (seq[i] == seq[k])
+    p = n - fail[-1]
+    return p if n % p == 0 else n
+
+
 def _overlap_groups(tree: _Tree, li: int, runs: list[int], start: int) -> list[frozenset[int]]:
     """``build_overlap_sched_groups`` at NUMA level ``li``, as node sets: ``runs`` are the nodes in the
     order the domain's CPUs come in ascending CPU order (runs of one node once each), ``start`` the run
@@ -200,8 +217,14 @@ def _overlap_groups(tree: _Tree, li: int, runs: list[int], start: int) -> list[f
     span = tree.node_span(runs[start], li)
     assert span is not None
     covered: set[int] = set()
+    seen: set[int] = set()
     out: list[frozenset[int]] = []
-    for n in runs[start:] + runs[:start]:
+    k = len(runs)
+    for i in range(start, start + k):
+        if len(seen) == len(span):
+            break  # every node met: the rest of the walk meets only covered ones
+        n = runs[i % k]
+        seen.add(n)
         if n in covered or tree.node_span(n, li) is None:
             continue  # covered, or n's chain stopped below: its domain here is empty
         sib = li
@@ -288,12 +311,13 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                     order = sorted(span)
                     nodes = [tree.cpu_node[c] for c in order]
                     at = [k for k in range(len(order)) if k == 0 or nodes[k] != nodes[k - 1]]
-                    hit = runs_of[span] = ([nodes[k] for k in at], [order[k] for k in at])
-                runs, starts = hit
+                    runs = [nodes[k] for k in at]
+                    hit = runs_of[span] = (runs, [order[k] for k in at], _period(runs))
+                runs, starts, period = hit
                 run = bisect_right(starts, cpu) - 1
-                gkey = (span, run)
+                gkey = (span, run % period)  # runs a whole number of periods apart walk alike
                 if gkey not in built:
-                    groups = [tree.cpus(g) for g in _overlap_groups(tree, li, runs, run)]
+                    groups = [tree.cpus(g) for g in _overlap_groups(tree, li, runs, run % period)]
                     built[gkey] = (groups, frozenset(groups))
             else:
                 gkey = (span, 0)
@@ -337,6 +361,7 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                 span = keys[next(iter(own_of))][0]  # type: ignore[index]
                 lvl.starts.append(runs_of[span][1])
                 lvl.runs.append([])
+                lvl.periods[si] = runs_of[span][2]
                 for cpu in own_of:
                     gkey = keys[cpu][4]  # type: ignore[index]
                     if (si, gkey[1]) not in lvl.orders:
