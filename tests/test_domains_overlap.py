@@ -273,3 +273,28 @@ def test_overlapping_groups_never_move_a_task_to_its_own_cpu_or_from_the_balanci
     for tid, src, dst in moves:
         assert src != dst
         assert tid not in allowed or dst in allowed[tid]
+
+
+def test_kunpeng_node_1s_distance_25_domain_is_balanced_only_when_its_group_balance_cpu_is_on_node_1():
+    # Node 1's NUMA-25 domain (nodes 0-2) has own group nodes {0,1}; its balance mask (group_balance_mask:
+    # the group's CPUs whose distance-16 domain is that group) holds nodes 0 and 1, and node 0's CPUs have no
+    # NUMA-25 domain. should_we_balance picks the mask's first idle CPU, else its first: the domain is
+    # balanced only when that CPU is node 1's (node 0 busy, node 1 with an idle CPU).
+    data = load_preset("machines", "kunpeng920-6426")
+    data.pop("sources", None)
+    m = Machine.from_spec(MachineSpec(**data))
+    pol = CFS(CFSOptions(), m, np.random.default_rng(0))
+    e = next(e for e in pol.entities if e.members is not None and int(m.cpu_node[min(e.members)]) == 1)
+    assert pol.levels[e.level].name == "NUMA-25"
+    assert {int(m.cpu_node[c]) for c in e.cpus} == {0, 1}
+    calls = []
+    pol._balance = lambda e, dst, busy, p, newidle=False: calls.append(dst) or (False, 0)
+    for node0_busy, want in ((False, 0), (True, 1)):
+        nr = [1] * m.n_cpus
+        if not node0_busy:
+            nr[int(np.flatnonzero(m.cpu_node == 0)[3])] = 0
+        nr[int(np.flatnonzero(m.cpu_node == 1)[5])] = 0
+        e.last = -10**12
+        calls.clear()
+        pol._visit(e, nr, None, 0)
+        assert len(calls) == want and all(int(m.cpu_node[c]) == 1 for c in calls)

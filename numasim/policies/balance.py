@@ -53,6 +53,9 @@ class _Entity:
     interval_ms: float = 0.0
     failed: int = 0
     cpus: tuple[int, ...] = ()  # the group's CPUs: its first idle one balances for it, else its first
+    # Where groups overlap, the group's balance mask is ``cpus`` and may hold CPUs of other domains (or of
+    # none at this level): this domain is balanced only when the CPU chosen is one of these (should_we_balance).
+    members: frozenset[int] | None = None
     idle_ns: int = 0  # the interval in ns when that CPU is idle (LoadBalancer._set_interval)
     busy_ns: int = 0  # ... and when it is busy
 
@@ -220,7 +223,9 @@ class LoadBalancer:
         busy = nr[self._balance_cpu(e, nr)] > 0
         if now >= e.last + (e.busy_ns if busy else e.idle_ns):
             dst = self._balance_cpu(e, nr)
-            if any(nr[c] for c in self._domains[e.level][e.span].cpus):
+            if e.members is not None and dst not in e.members:
+                found, moved = False, 0  # another domain's CPU balances for the group: out_balanced here
+            elif any(nr[c] for c in self._domains[e.level][e.span].cpus):
                 found, moved = self._balance(e, dst, busy, p)
             else:  # nothing runs in the domain: no busiest group, as sched_balance_rq finds
                 found, moved = False, 0

@@ -167,15 +167,18 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         self._min_gran = options.min_granularity_ms * factor * 1e6
         self._base_slice = options.base_slice_ms * factor * 1e6
         self.entities: list[_Entity] = []
-        # One balancing entity per domain and own group: the CPUs whose domain it is and whose own group
-        # that is (where domains do not overlap, the group's CPUs); the first idle one balances.
+        # One balancing entity per domain and own group (the CPUs whose domain it is and whose own group
+        # that is): the first idle CPU of the group's balance mask balances (where domains do not overlap,
+        # the mask is the group's CPUs; where they do, it can hold CPUs of other domains: should_we_balance).
         for li, lvl in enumerate(self.levels):
             for si, own in enumerate(lvl.group_of):
                 by_group: dict[int, list[int]] = {}
                 for c, gi in sorted(own.items()):
                     by_group.setdefault(gi, []).append(c)
                 for gi in sorted(by_group):
-                    self.entities.append(_Entity(li, si, gi, cpus=tuple(by_group[gi])))
+                    mine = tuple(by_group[gi])
+                    mask = lvl.masks.get((si, gi), mine)
+                    self.entities.append(_Entity(li, si, gi, cpus=mask, members=None if mask == mine else frozenset(mine)))
         self._entity = {(e.level, e.span, e.group): e for e in self.entities}
         self._domains = domains(self.levels, machine.cpu_core)  # per level and domain: its groups as Python values
         for e in self.entities:

@@ -64,6 +64,9 @@ class Level:
     runs: list[list[int]] = field(default_factory=list)
     orders: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)  # (domain, run) -> order
     periods: dict[int, int] = field(default_factory=dict)  # NUMA domain -> the period of its node runs
+    # (domain, own group) -> the group's balance mask where groups may overlap (group_balance_mask: the
+    # CPUs of the group whose child domain at this level is the group, whether or not they keep a domain here)
+    masks: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
 
     def order(self, si: int, cpu: int) -> tuple[int, ...]:
         """The order in which ``cpu`` lists its domain ``si``'s groups (``sd->groups`` and on): the
@@ -366,6 +369,10 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                     gkey = keys[cpu][4]  # type: ignore[index]
                     if (si, gkey[1]) not in lvl.orders:
                         lvl.orders[(si, gkey[1])] = tuple(at_of[si][g] for g in built[gkey][0])
+                for gi in set(own_of.values()):
+                    g = lvl.groups[si][gi].tolist()
+                    lvl.masks[(si, gi)] = tuple(c for c in g if tree.span(c, li) is not None
+                                                and tree.span(c, li - 1) == frozenset(g))
             else:  # the groups do not overlap: each CPU's own group is the one holding it
                 for gi, g in enumerate(lvl.groups[si]):
                     for c in g.tolist():
