@@ -225,7 +225,7 @@ def test_tables_whose_numa_rows_name_a_node_outside_the_distances_are_refused():
     W = CFS(CFSOptions(), m, np.random.default_rng(0)).wake_rule().tables
     assert check_packed(W, m.n_cpus) is None
     levels = int(W[0, 0])
-    numa = [li for li in range(levels) if W[0, 16 + li] > 0]
+    numa = [li for li in range(levels) if W[0, 8 + levels + li] > 0]
     assert numa  # the 4 sockets meet at NUMA levels that wake affine
     W[1 + numa[0], 5] = int(W[0, 5])  # one past the last node
     assert check_packed(W, m.n_cpus) is not None
@@ -245,3 +245,22 @@ def test_a_cfs_subclass_with_its_own_idle_gets_no_compiled_pull_and_is_always_as
     mine, plain = MyIdle(CFSOptions(), machine, np.random.default_rng(0)), CFS(CFSOptions(), machine, np.random.default_rng(0))
     assert plain.idle_rule() is not None and plain.idle_when == "overloaded"
     assert mine.idle_rule() is None and mine.idle_when == "always"
+
+
+def test_a_machine_with_many_wake_affine_levels_packs_them_all():
+    # A line of 12 nodes at distances 20-30 has 11 NUMA levels, all within node_reclaim_distance (30), above
+    # the LLC's: the packed tables hold all 12 (they once stopped at 8 with an uncaught error).
+    from numasim.model.presets import load_preset
+    from numasim.model.machine import Machine, MachineSpec
+    from numasim.policies.cfs import CFS, CFSOptions
+    from numasim.policies.rules import check_packed
+
+    data = load_preset("machines", "skylake-8180-4s")
+    for k in ("sources", "links", "latency_ns", "remote_latency_ns"):
+        data.pop(k, None)
+    data.update(sockets=12, cores_per_node=2, smt=False, slit=[[10 + abs(i - j) + 9 * (i != j) for j in range(12)]
+                                                              for i in range(12)])
+    m = Machine.from_spec(MachineSpec(**data))
+    W = CFS(CFSOptions(), m, np.random.default_rng(0)).wake_rule().tables
+    assert check_packed(W, m.n_cpus) is None
+    assert int(W[0, 0]) == 12

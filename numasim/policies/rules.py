@@ -25,8 +25,7 @@ jit.fresh(__file__)
 __all__ = ["SCALE", "WakeTables", "check_packed", "wake_cpu", "wake_packed"]
 
 SCALE = 1024  # SCHED_CAPACITY_SCALE: one CPU's capacity, one nice-0 task's load
-_HEAD = 24  # columns of the packed tables' first row (WakeTables.packed)
-_MAX_LEVELS = 8
+_HEAD = 8  # columns of the packed tables' first row before the levels' (WakeTables.packed)
 
 
 class WakeTables:
@@ -72,20 +71,18 @@ class WakeTables:
         """The tables as one array, for the runtime (:func:`wake_packed` reads it): row 0 holds the
         number of wake_affine levels, the SMT flag, imbalance_pct of the LLC level, the number
         of LLCs, the ways per core and the number of nodes, then each level's imbalance_pct from
-        column 8 and its distance from column 16 (0: not a NUMA level); then a row per level's
+        column 8 and then each level's distance (0: not a NUMA level); then a row per level's
         spans (at a NUMA level, nodes), the LLC spans, the CPUs' cores, the LLCs' lengths, a row
         per LLC of its CPUs, a row per core of its CPUs and a row per node of its distances."""
         levels, ncpu = self.span_of.shape
         n_llc, width = self.llc_cpus.shape
         ncores, ways = self.core_cpus.shape
         nodes = self.distance.shape[0]
-        if levels > _MAX_LEVELS:
-            raise ValueError(f"at most {_MAX_LEVELS} wake_affine levels, got {levels}")
-        cols = max(ncpu, width, ways, n_llc, nodes, _HEAD)
+        cols = max(ncpu, width, ways, n_llc, nodes, _HEAD + 2 * levels)
         out = np.full((4 + levels + n_llc + ncores + nodes, cols), -1, dtype=np.int64)
         out[0, :6] = (levels, int(smt), pct_mc, n_llc, ways, nodes)
-        out[0, 8:8 + levels] = self.pct
-        out[0, 16:16 + levels] = self.near
+        out[0, _HEAD:_HEAD + levels] = self.pct
+        out[0, _HEAD + levels:_HEAD + 2 * levels] = self.near
         out[1:1 + levels, :ncpu] = self.span_of
         out[1 + levels, :ncpu] = self.llc_span_of
         out[2 + levels, :ncpu] = self.cpu_core
@@ -103,12 +100,12 @@ def check_packed(W: object, ncpu: int) -> str | None:
         return f"an int64 array of at least 6 rows and {max(ncpu, _HEAD)} columns"
     levels, smt, pct_mc, n_llc, ways, nodes = (int(v) for v in W[0, :6])
     ncores = W.shape[0] - 4 - levels - n_llc - nodes
-    if not (0 <= levels <= _MAX_LEVELS and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc <= W.shape[1]
+    if not (0 <= levels and _HEAD + 2 * levels <= W.shape[1] and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc <= W.shape[1]
             and 1 <= ways <= W.shape[1] and 1 <= nodes <= W.shape[1] and ncores >= 1):
-        return ("a first row of levels (0-8), SMT (0 or 1), imbalance_pct (100-200), LLCs, ways and nodes "
+        return ("a first row of levels (as many as the columns hold), SMT (0 or 1), imbalance_pct (100-200), LLCs, ways and nodes "
                 "that fit the array")
     r = 1 + levels
-    near = W[0, 16:16 + levels]
+    near = W[0, _HEAD + levels:_HEAD + 2 * levels]
     numa_rows = W[1:r, :ncpu][near > 0]
     llc_len = W[r + 2, :n_llc]
     cpus = W[r + 3:r + 3 + n_llc]
@@ -130,7 +127,7 @@ def wake_packed(W, nr, prev, this, allowed):
     r = 1 + levels
     k = r + 3 + n_llc  # the cores' rows, then the nodes'
     ncores = W.shape[0] - k - nodes
-    return wake_cpu(nr, prev, this, allowed, W[1:r, :ncpu], W[0, 8:8 + levels], W[0, 16:16 + levels],
+    return wake_cpu(nr, prev, this, allowed, W[1:r, :ncpu], W[0, 8:8 + levels], W[0, 8 + levels:8 + 2 * levels],
                     W[k + ncores:, :nodes], W[r, :ncpu], W[r + 3:k, :width], W[r + 2, :n_llc], W[k:k + ncores, :ways],
                     W[r + 1, :ncpu], smt != 0, pct_mc)
 
