@@ -26,7 +26,11 @@ on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run allocates and keeps: the
 (24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
 measurement window) and the random numbers drawn ahead for its arrivals (16 KiB). The samples
 are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs
-fewer of them than its ``sample_interval`` asks.
+fewer of them than its ``sample_interval`` asks. The scheduling domains (every policy is counted
+as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
+(node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
+session 25), and the compiled wake-up placement's tables hold a row of one number per CPU for
+each level, LLC, core and node.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ SAMPLE_CPU_S_PER_VALUE = 5e-7
 SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
 SAMPLE_BYTES = 4096  # per sample, whatever its size
 QUEUED_REQUEST_BYTES = 40  # an arrival time waiting in an open pod's queue
+DOMAIN_BYTES_PER_CPU = 64  # a CPU of one node's span at one NUMA level (policies/domains.py), all copies
 # Per pod: its response-time histogram (N_BINS 4-byte counts, one per measurement window: the run's and
 # each SLA level's) and its two rows of random numbers drawn ahead for arrivals (2 x 1,024 floats).
 HISTOGRAM_BYTES = 4096 * 4
@@ -139,7 +144,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         events += n * rows
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
-        memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0
+        memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0 + _domain_bytes(machine)
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
@@ -172,6 +177,17 @@ def _levels(machine: Machine) -> int:
     cpus = list(machine.cpu_nodes)
     distances = set(np.unique(machine.distance[np.ix_(cpus, cpus)]).tolist()) - {10}
     return (1 if machine.smt else 0) + 2 + len(distances)
+
+
+def _domain_bytes(machine: Machine) -> float:
+    """Memory of the scheduling domains and the wake-up tables built on ``machine`` (module docstring)."""
+    cpus = list(machine.cpu_nodes)
+    d = machine.distance[np.ix_(cpus, cpus)]
+    per_node = np.array([int(np.count_nonzero(machine.cpu_node == n)) for n in cpus], dtype=np.float64)
+    levels = sorted(set(np.unique(d).tolist()) - {10})
+    spans = sum(float(((d <= lv) @ per_node).sum()) for lv in levels)
+    rows = 4 + _levels(machine) + len(np.unique(machine.cpu_llc)) + len(np.unique(machine.cpu_core)) + len(cpus)
+    return spans * DOMAIN_BYTES_PER_CPU + 8.0 * rows * machine.n_cpus
 
 
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:

@@ -112,6 +112,13 @@ def _java(**fields) -> dict:
     (_java(pause_interval_ms=1e-6, pause_ms=1e-6), "--max-work", ["estimated"]),
     # An SLA ladder whose steps last for days, at twice the rate the threads can take.
     ({"sla": {"targets_ms": [50], "levels": [0.5, 2.0], "step": "1e6s"}}, "--max-work", ["estimated"]),
+    # A machine whose SLIT has ~240 distances between 256 nodes of 32 CPUs: a NUMA level per distance,
+    # each holding every node's span (about 16 GB of scheduling domains).
+    ({"machine": {"preset": "skylake-8180-4s", "sockets": 64, "nodes_per_socket": 4, "cores_per_node": 32,
+                  "smt": False, "links": None, "remote_latency_ns": None,
+                  "slit": [[10 if i == j else 11 + (i * 7919 + j * 104729 + i * j) % 240 if i < j
+                            else 11 + (j * 7919 + i * 104729 + i * j) % 240 for j in range(256)] for i in range(256)]}},
+     "--max-memory", ["GiB"]),
 ])
 def test_runs_over_budget_are_refused_before_they_start(tmp_path, capsys, changes, flag, words):
     p = scenario(tmp_path, **changes)
