@@ -29,8 +29,8 @@ are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a
 fewer of them than its ``sample_interval`` asks. The scheduling domains (every policy is counted
 as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
-session 25), and the compiled wake-up placement's tables hold a row of one number per CPU for
-each level, LLC, core and node.
+session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
+the distances between nodes.
 """
 
 from __future__ import annotations
@@ -186,8 +186,8 @@ def _domain_bytes(machine: Machine) -> float:
     per_node = np.array([int(np.count_nonzero(machine.cpu_node == n)) for n in cpus], dtype=np.float64)
     levels = sorted(set(np.unique(d).tolist()) - {10})
     spans = sum(float(((d <= lv) @ per_node).sum()) for lv in levels)
-    rows = 4 + _levels(machine) + len(np.unique(machine.cpu_llc)) + len(np.unique(machine.cpu_core)) + len(cpus)
-    return spans * DOMAIN_BYTES_PER_CPU + 8.0 * rows * machine.n_cpus
+    wake = (_levels(machine) + 4) * machine.n_cpus + machine.n_nodes ** 2  # rows of the CPUs, the distances
+    return spans * DOMAIN_BYTES_PER_CPU + 8.0 * wake
 
 
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:

@@ -169,9 +169,11 @@ class _BadWakeRule(Policy):
         return 0
 
     def wake_rule(self):
-        tables = np.zeros((8, 16), dtype=np.int64)
-        tables[0, :5] = (1, 0, 117, 1, 1)
-        tables[2] = 99  # an LLC number beyond the one LLC
+        from numasim.policies.cfs import CFS, CFSOptions
+        from numasim.policies.rules import _sections
+
+        tables = CFS(CFSOptions(), self.machine, np.random.default_rng(0)).wake_rule().tables.copy()
+        tables[_sections(*tables[:8])[3]] = 99  # the first CPU's LLC: beyond the machine's
         return WakeAffine(tables)
 
 
@@ -200,18 +202,23 @@ def test_wake_rule_tables_outside_the_machine_are_refused_with_a_policy_error():
         run_small(small_scenario(policies=[{"label": "bad", "policy": "test-bad-wake-rule"}]), workers=1)
 
 
-def test_tables_whose_llc_rows_lie_beyond_the_checked_width_are_refused():
+def test_tables_whose_llcs_reach_beyond_their_cpus_or_the_array_are_refused():
     # A review found tables that passed the check and made the compiled rule read outside them
-    # (more LLCs than the array has columns: their lengths and CPUs went unchecked).
-    from numasim.policies.rules import check_packed
+    # (their LLCs' lengths and CPUs went unchecked); and tables of another size than their header says.
+    from numasim.model.presets import machine_preset
+    from numasim.policies.cfs import CFS, CFSOptions
+    from numasim.policies.rules import _sections, check_packed
 
-    W = np.zeros((40, 24), dtype=np.int64)
-    W[0, :6] = (0, 0, 117, 30, 1, 1)
-    W[1, :2] = 27
-    W[3, :24] = 1
-    W[4, 1] = 3
-    W[4 + 27, 0] = 10**12
-    assert check_packed(W, 2) is not None
+    m = machine_preset("skylake-8180-4s")
+    W = CFS(CFSOptions(), m, np.random.default_rng(0)).wake_rule().tables
+    assert check_packed(W, m.n_cpus) is None
+    at = _sections(*W[:8])
+    for section, value in ((5, 10**12), (6, m.n_cpus), (7, -1)):  # an LLC's length, its start, one of its CPUs
+        bad = W.copy()
+        bad[at[section]] = value
+        assert check_packed(bad, m.n_cpus) is not None
+    assert check_packed(W[:-1], m.n_cpus) is not None
+    assert check_packed(W.reshape(1, -1), m.n_cpus) is not None
 
 
 def test_tables_whose_numa_rows_name_a_node_outside_the_distances_are_refused():
@@ -224,10 +231,13 @@ def test_tables_whose_numa_rows_name_a_node_outside_the_distances_are_refused():
     m = machine_preset("skylake-8180-4s")
     W = CFS(CFSOptions(), m, np.random.default_rng(0)).wake_rule().tables
     assert check_packed(W, m.n_cpus) is None
-    levels = int(W[0, 0])
-    numa = [li for li in range(levels) if W[0, 8 + levels + li] > 0]
+    from numasim.policies.rules import _sections
+
+    at = _sections(*W[:8])
+    levels = int(W[0])
+    numa = [li for li in range(levels) if W[at[1] + li] > 0]
     assert numa  # the 4 sockets meet at NUMA levels that wake affine
-    W[1 + numa[0], 5] = int(W[0, 5])  # one past the last node
+    W[at[2] + numa[0] * m.n_cpus + 5] = int(W[5])  # CPU 5's node there: one past the last node
     assert check_packed(W, m.n_cpus) is not None
 
 
@@ -263,4 +273,4 @@ def test_a_machine_with_many_wake_affine_levels_packs_them_all():
     m = Machine.from_spec(MachineSpec(**data))
     W = CFS(CFSOptions(), m, np.random.default_rng(0)).wake_rule().tables
     assert check_packed(W, m.n_cpus) is None
-    assert int(W[0, 0]) == 12
+    assert int(W[0]) == 12

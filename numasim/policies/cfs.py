@@ -242,8 +242,8 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         this = prev if waker_cpu is None else int(waker_cpu)
         mask = self._no_mask if allowed is None else self._cpu_mask(allowed)
         w = self._wake_tables
-        cpu = wake_cpu(nr, prev, this, mask, w.span_of, w.pct, w.near, w.distance, w.llc_span_of, w.llc_cpus,
-                       w.llc_len, w.core_cpus, w.cpu_core, self.machine.smt, self.o.imbalance_pct_mc)
+        cpu = wake_cpu(nr, prev, this, mask, w.span_of, w.pct, w.near, w.distance, w.nodes, w.llc_span_of, w.llc_cpus,
+                       w.llc_start, w.llc_len, w.core_cpus, w.ways, w.cpu_core, self.machine.smt, self.o.imbalance_pct_mc)
         return int(cpu) if cpu >= 0 else self.find_dst_cpu(prev, np.array(nr), allowed)
 
     def wake_rule(self) -> WakeAffine | None:

@@ -25,11 +25,12 @@ jit.fresh(__file__)
 __all__ = ["SCALE", "WakeTables", "check_packed", "wake_cpu", "wake_packed"]
 
 SCALE = 1024  # SCHED_CAPACITY_SCALE: one CPU's capacity, one nice-0 task's load
-_HEAD = 8  # columns of the packed tables' first row before the levels' (WakeTables.packed)
+_HEAD = 16  # the packed tables' header (WakeTables.packed)
 
 
 class WakeTables:
-    """What the wake-up placement reads, as arrays: the wake_affine levels, the LLCs, the cores."""
+    """What the wake-up placement reads, as flat arrays (memory in proportion to the CPUs): the
+    wake_affine levels, the LLCs, the cores, the distances between nodes."""
 
     def __init__(self, levels, llc_span_of: NDArray[np.int64], llc_cpus: list[NDArray[np.int64]],
                  core_cpus: tuple[tuple[int, ...], ...], cpu_core: NDArray[np.int64], cpu_node: NDArray[np.int64],
@@ -45,75 +46,89 @@ class WakeTables:
         # overlap, both have one domain (a CPU without one there, its own number below zero); at a
         # NUMA level, the nodes are at most the level's distance apart (sd_numa_mask), whether the
         # waker keeps that domain or not (if not, its child has the same span, or spans the machine,
-        # and is met first).
-        self.span_of = np.zeros((len(affine), n), dtype=np.int64)
+        # and is met first). One row of the CPUs per level, laid end to end.
+        span_of = np.zeros((len(affine), n), dtype=np.int64)
         for li, lvl in enumerate(affine):
             if lvl.numa:
-                self.span_of[li] = cpu_node
+                span_of[li] = cpu_node
             else:
-                self.span_of[li] = np.where(lvl.span_of >= 0, lvl.span_of, -1 - np.arange(n))
+                span_of[li] = np.where(lvl.span_of >= 0, lvl.span_of, -1 - np.arange(n))
+        self.span_of = span_of.ravel()
         self.near = np.array([lvl.dist if lvl.numa else 0 for lvl in affine], dtype=np.int64)
-        self.distance = np.ascontiguousarray(distance, dtype=np.int64)
+        self.nodes = int(np.asarray(distance).shape[0])
+        self.distance = np.ascontiguousarray(distance, dtype=np.int64).ravel()  # row by row
         self.pct = np.array([lvl.pct for lvl in affine], dtype=np.int64)
         self.llc_span_of = np.ascontiguousarray(llc_span_of, dtype=np.int64)
-        width = max(len(c) for c in llc_cpus)
-        self.llc_cpus = np.full((len(llc_cpus), width), -1, dtype=np.int64)  # each LLC's CPUs, ascending
+        # Each LLC's CPUs, ascending, laid end to end, and where each LLC's start.
         self.llc_len = np.array([len(c) for c in llc_cpus], dtype=np.int64)
-        for i, cpus in enumerate(llc_cpus):
-            self.llc_cpus[i, :len(cpus)] = np.sort(cpus)
-        ways = max(len(c) for c in core_cpus)
-        self.core_cpus = np.full((len(core_cpus), ways), -1, dtype=np.int64)
+        self.llc_start = np.concatenate(([0], np.cumsum(self.llc_len)[:-1])).astype(np.int64)
+        self.llc_cpus = np.concatenate([np.sort(np.asarray(c, dtype=np.int64)) for c in llc_cpus]).astype(np.int64)
+        self.ways = max(len(c) for c in core_cpus)
+        core = np.full((len(core_cpus), self.ways), -1, dtype=np.int64)  # each core's CPUs, -1 padded
         for i, cpus in enumerate(core_cpus):
-            self.core_cpus[i, :len(cpus)] = cpus
+            core[i, :len(cpus)] = cpus
+        self.ncores = len(core_cpus)
+        self.core_cpus = core.ravel()
         self.cpu_core = np.ascontiguousarray(cpu_core, dtype=np.int64)
 
     def packed(self, smt: bool, pct_mc: int) -> NDArray[np.int64]:
-        """The tables as one array, for the runtime (:func:`wake_packed` reads it): row 0 holds the
-        number of wake_affine levels, the SMT flag, imbalance_pct of the LLC level, the number
-        of LLCs, the ways per core and the number of nodes, then each level's imbalance_pct from
-        column 8 and then each level's distance (0: not a NUMA level); then a row per level's
-        spans (at a NUMA level, nodes), the LLC spans, the CPUs' cores, the LLCs' lengths, a row
-        per LLC of its CPUs, a row per core of its CPUs and a row per node of its distances."""
-        levels, ncpu = self.span_of.shape
-        n_llc, width = self.llc_cpus.shape
-        ncores, ways = self.core_cpus.shape
-        nodes = self.distance.shape[0]
-        cols = max(ncpu, width, ways, n_llc, nodes, _HEAD + 2 * levels)
-        out = np.full((4 + levels + n_llc + ncores + nodes, cols), -1, dtype=np.int64)
-        out[0, :6] = (levels, int(smt), pct_mc, n_llc, ways, nodes)
-        out[0, _HEAD:_HEAD + levels] = self.pct
-        out[0, _HEAD + levels:_HEAD + 2 * levels] = self.near
-        out[1:1 + levels, :ncpu] = self.span_of
-        out[1 + levels, :ncpu] = self.llc_span_of
-        out[2 + levels, :ncpu] = self.cpu_core
-        out[3 + levels, :n_llc] = self.llc_len
-        out[4 + levels:4 + levels + n_llc, :width] = self.llc_cpus
-        out[4 + levels + n_llc:4 + levels + n_llc + ncores, :ways] = self.core_cpus
-        out[4 + levels + n_llc + ncores:, :nodes] = self.distance
+        """The tables as one flat array, for the runtime (:func:`wake_packed` reads it): a header of
+        the number of wake_affine levels, the SMT flag, imbalance_pct of the LLC level, the numbers of
+        LLCs, ways per core, nodes, CPUs and cores, then the sections :func:`_sections` lays out."""
+        levels, ncpu, n_llc = len(self.pct), len(self.cpu_core), len(self.llc_len)
+        head = (levels, int(smt), pct_mc, n_llc, self.ways, self.nodes, ncpu, self.ncores)
+        parts = (self.pct, self.near, self.span_of, self.llc_span_of, self.cpu_core, self.llc_len, self.llc_start,
+                 self.llc_cpus, self.core_cpus, self.distance)
+        out = np.zeros(_HEAD + sum(len(x) for x in parts), dtype=np.int64)
+        out[:8] = head
+        at = _sections(*head)
+        for x, (lo, hi) in zip(parts, zip(at[:-1], at[1:])):
+            out[lo:hi] = x
         return out
+
+
+@jit.kernel
+def _sections(levels, smt, pct_mc, n_llc, ways, nodes, ncpu, ncores):
+    """Where each section of the packed tables starts (and the end): imbalance_pct and distance per
+    level; a row of CPUs per level (at a NUMA level, their nodes); each CPU's LLC, each CPU's core;
+    each LLC's length and start in the next section, the LLCs' CPUs; each core's CPUs (``ways`` each,
+    -1 padded); the distances between nodes, row by row."""
+    a = _HEAD
+    b = a + levels
+    c = b + levels
+    d = c + levels * ncpu
+    e = d + ncpu
+    f = e + ncpu
+    g = f + n_llc
+    h = g + n_llc
+    i = h + ncpu
+    j = i + ncores * ways
+    return a, b, c, d, e, f, g, h, i, j, j + nodes * nodes
 
 
 def check_packed(W: object, ncpu: int) -> str | None:
     """What is wrong with tables handed over as :meth:`WakeTables.packed` for a machine of ``ncpu``
     CPUs (the compiled code does not check its indices), or None."""
-    if not isinstance(W, np.ndarray) or W.dtype != np.int64 or W.ndim != 2 or W.shape[0] < 6 or W.shape[1] < max(ncpu, _HEAD):
-        return f"an int64 array of at least 6 rows and {max(ncpu, _HEAD)} columns"
-    levels, smt, pct_mc, n_llc, ways, nodes = (int(v) for v in W[0, :6])
-    ncores = W.shape[0] - 4 - levels - n_llc - nodes
-    if not (0 <= levels and _HEAD + 2 * levels <= W.shape[1] and smt in (0, 1) and 100 <= pct_mc <= 200 and 1 <= n_llc <= W.shape[1]
-            and 1 <= ways <= W.shape[1] and 1 <= nodes <= W.shape[1] and ncores >= 1):
-        return ("a first row of levels (as many as the columns hold), SMT (0 or 1), imbalance_pct (100-200), LLCs, ways and nodes "
-                "that fit the array")
-    r = 1 + levels
-    near = W[0, _HEAD + levels:_HEAD + 2 * levels]
-    numa_rows = W[1:r, :ncpu][near > 0]
-    llc_len = W[r + 2, :n_llc]
-    cpus = W[r + 3:r + 3 + n_llc]
-    ok = (np.all((W[r, :ncpu] >= 0) & (W[r, :ncpu] < n_llc)) and np.all((W[r + 1, :ncpu] >= 0) & (W[r + 1, :ncpu] < ncores))
+    if not isinstance(W, np.ndarray) or W.dtype != np.int64 or W.ndim != 1 or W.size < _HEAD:
+        return f"a one-dimensional int64 array of at least {_HEAD} numbers"
+    levels, smt, pct_mc, n_llc, ways, nodes, n, ncores = (int(v) for v in W[:8])
+    if not (0 <= levels <= 256 and smt in (0, 1) and 100 <= pct_mc <= 200 and n == ncpu and 1 <= n_llc <= ncpu
+            and 1 <= ways <= 64 and 1 <= nodes <= 4096 and 1 <= ncores <= ncpu):
+        return ("a header of levels (0-256), SMT (0 or 1), imbalance_pct (100-200), LLCs, ways, nodes, the machine's "
+                "CPUs and cores")
+    at = _sections(levels, smt, pct_mc, n_llc, ways, nodes, ncpu, ncores)
+    if W.size != at[-1]:
+        return f"{at[-1]} numbers for its header's sizes, got {W.size}"
+    pct, near, span, llc_of, core_of, llc_len, llc_start, llc_cpus, core, _ = (
+        W[lo:hi] for lo, hi in zip(at[:-1], at[1:]))
+    numa_rows = span.reshape(levels, ncpu)[near > 0]
+    ends = llc_start + llc_len
+    ok = (np.all((llc_of >= 0) & (llc_of < n_llc)) and np.all((core_of >= 0) & (core_of < ncores))
           and np.all(near >= 0) and np.all((numa_rows >= 0) & (numa_rows < nodes))
-          and np.all((llc_len >= 1) & (llc_len <= W.shape[1]))
-          and all(np.all((row[:k] >= 0) & (row[:k] < ncpu)) and np.all(np.diff(row[:k]) > 0) for row, k in zip(cpus, llc_len))
-          and np.all((W[r + 3 + n_llc:r + 3 + n_llc + ncores, :ways] >= -1) & (W[r + 3 + n_llc:r + 3 + n_llc + ncores, :ways] < ncpu)))
+          and np.all(llc_len >= 1) and np.all(llc_start >= 0) and np.all(ends <= ncpu)
+          and np.all((llc_cpus >= 0) & (llc_cpus < ncpu))
+          and all(np.all(np.diff(llc_cpus[lo:hi]) > 0) for lo, hi in zip(llc_start, ends))
+          and np.all((core >= -1) & (core < ncpu)))
     return None if ok else "CPU, core, LLC and node numbers within the machine, each LLC's CPUs ascending"
 
 
@@ -121,15 +136,10 @@ def check_packed(W: object, ncpu: int) -> str | None:
 def wake_packed(W, nr, prev, this, allowed):
     """:func:`wake_cpu` over the tables packed by :meth:`WakeTables.packed`; ``allowed``: a mask of
     the CPUs the thread may use (every CPU's entry true when it may use all)."""
-    levels, smt, pct_mc, n_llc, ways, nodes = W[0, 0], W[0, 1], W[0, 2], W[0, 3], W[0, 4], W[0, 5]
-    ncpu = nr.size
-    width = W.shape[1]
-    r = 1 + levels
-    k = r + 3 + n_llc  # the cores' rows, then the nodes'
-    ncores = W.shape[0] - k - nodes
-    return wake_cpu(nr, prev, this, allowed, W[1:r, :ncpu], W[0, 8:8 + levels], W[0, 8 + levels:8 + 2 * levels],
-                    W[k + ncores:, :nodes], W[r, :ncpu], W[r + 3:k, :width], W[r + 2, :n_llc], W[k:k + ncores, :ways],
-                    W[r + 1, :ncpu], smt != 0, pct_mc)
+    levels, smt, pct_mc, n_llc, ways, nodes, ncpu, ncores = W[0], W[1], W[2], W[3], W[4], W[5], W[6], W[7]
+    a, b, c, d, e, f, g, h, i, j, k = _sections(levels, smt, pct_mc, n_llc, ways, nodes, ncpu, ncores)
+    return wake_cpu(nr, prev, this, allowed, W[c:d], W[a:b], W[b:c], W[j:k], nodes, W[d:e], W[h:i], W[g:h],
+                    W[f:g], W[i:j], ways, W[e:f], smt != 0, pct_mc)
 
 
 @jit.kernel
@@ -157,26 +167,28 @@ def _ok(allowed, c):
 
 
 @jit.kernel
-def wake_cpu(nr, prev, this, allowed, span_of, pct, near, distance, llc_span_of, llc_cpus, llc_len, core_cpus,
-             cpu_core, smt, pct_mc):
+def wake_cpu(nr, prev, this, allowed, span_of, pct, near, distance, nodes, llc_span_of, llc_cpus, llc_start, llc_len,
+             core_cpus, ways, cpu_core, smt, pct_mc):
     """The CPU a waking thread goes to, or -1 when no CPU it may use was found (the caller then
     walks the domains as a fork does).
 
     ``nr``: threads queued on each CPU; ``prev``: where the thread ran; ``this``: its waker's
     CPU (``prev`` when none); ``allowed``: a mask of the CPUs it may use (empty: all). The
     waker's lowest wake_affine domain that holds ``prev``: below the NUMA levels (``near``
-    0) the one both CPUs have (``span_of``), at a NUMA level one whose nodes (``span_of``)
-    are at most ``near`` apart (``distance``).
+    0) the one both CPUs have (``span_of``, a row of the CPUs per level), at a NUMA level one
+    whose nodes (``span_of``) are at most ``near`` apart (``distance``, ``nodes`` by
+    ``nodes``). The LLCs' CPUs and the cores' (``ways`` each) are laid end to end.
     """
     target = prev
+    ncpu = nr.size
     if this != prev and _ok(allowed, this):
-        for li in range(span_of.shape[0]):
-            a, b = span_of[li, this], span_of[li, prev]
-            if a == b if near[li] == 0 else distance[a, b] <= near[li]:
+        for li in range(pct.size):
+            a, b = span_of[li * ncpu + this], span_of[li * ncpu + prev]
+            if a == b if near[li] == 0 else distance[a * nodes + b] <= near[li]:
                 target = _wake_affine(nr, this, prev, pct[li], llc_span_of)
                 break
-    return _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_len, core_cpus, cpu_core,
-                                smt, pct_mc)
+    return _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_start, llc_len, core_cpus, ways,
+                                cpu_core, smt, pct_mc)
 
 
 @jit.kernel
@@ -192,15 +204,15 @@ def _wake_affine(nr, this, prev, pct, llc_span_of):
 
 
 @jit.kernel
-def _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_len, core_cpus, cpu_core, smt,
-                         pct_mc):
+def _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_start, llc_len, core_cpus, ways,
+                         cpu_core, smt, pct_mc):
     if nr[target] == 0 and _ok(allowed, target):
         return target
     if prev != target and llc_span_of[prev] == llc_span_of[target] and nr[prev] == 0 and _ok(allowed, prev):
         return prev
     li = llc_span_of[target]
     n = llc_len[li]
-    llc = llc_cpus[li, :n]
+    llc = llc_cpus[llc_start[li]:llc_start[li] + n]
     # SIS_UTIL: the busier the LLC, the fewer CPUs are scanned.
     busy = 0
     for c in llc:
@@ -216,7 +228,9 @@ def _select_idle_sibling(nr, prev, target, allowed, llc_span_of, llc_cpus, llc_l
                 c = llc[(i + start + 1) % n]
                 if _ok(allowed, c):
                     idle = True
-                    for s in core_cpus[cpu_core[c]]:
+                    base = cpu_core[c] * ways
+                    for k in range(ways):
+                        s = core_cpus[base + k]
                         if s >= 0 and nr[s] != 0:
                             idle = False
                             break

@@ -186,7 +186,7 @@ class CpuRuntime:
             self.cpu_store.i[layout.CI_PULL_SPAN] = span
             self._ctlv[layout.PULL_RULE] = 1
         wake = self.policy.wake_rule()
-        self._W = np.zeros((0, 1), dtype=np.int64)  # WakeAffine's tables
+        self._W = np.zeros(0, dtype=np.int64)  # WakeAffine's tables (one flat array)
         if isinstance(wake, WakeAffine):
             wrong = check_packed(wake.tables, ncpu)
             if wrong:
