@@ -83,8 +83,9 @@ class LoadBalancer:
         Before v5.5 the imbalance is a load that depends on the whole domain: no rule."""
         lvl = self.levels[0] if self.levels else None
         if (type(self).idle is not LoadBalancer.idle or lvl is None or lvl.numa or not lvl.share_llc
-                or self.o.numa_imbalance_kernel in balance_v4.ERAS or not all(d.single for d in self._domains[0])):
-            return None  # (a subclass's own idle(); no levels: one CPU)
+                or self.o.numa_imbalance_kernel in balance_v4.ERAS or not all(d.single for d in self._domains[0])
+                or (lvl.span_of < 0).any()):
+            return None  # (a subclass's own idle(); no levels: one CPU; a lowest level some CPUs lack)
         self._pull_rule = True
         return PullOne(np.asarray(lvl.span_of, dtype=np.int64))
 
