@@ -371,8 +371,11 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                         lvl.orders[(si, gkey[1])] = tuple(at_of[si][g] for g in built[gkey][0])
                 for gi in set(own_of.values()):
                     g = lvl.groups[si][gi].tolist()
-                    lvl.masks[(si, gi)] = tuple(c for c in g if tree.span(c, li) is not None
-                                                and tree.span(c, li - 1) == frozenset(g))
+                    # by node: from PKG up a CPU's chain is its node's
+                    gnodes = {tree.cpu_node[c] for c in g}
+                    ok = {n for n in gnodes if tree.node_span(n, li) is not None and tree.node_span(n, li - 1) == gnodes}
+                    mask = [c for c in g if tree.cpu_node[c] in ok]
+                    lvl.masks[(si, gi)] = tuple(mask)
             else:  # the groups do not overlap: each CPU's own group is the one holding it
                 for gi, g in enumerate(lvl.groups[si]):
                     for c in g.tolist():
