@@ -195,6 +195,12 @@ def _partition_groups(tree: _Tree, li: int, span: Span) -> list[Span]:
     return list(out)
 
 
+def _runs(cpus: list[int], key_of: list[int] | dict[int, int]) -> tuple[list[int], list[int]]:
+    """The runs of ``cpus`` (ascending) that share a key: each run's key and its first CPU."""
+    at = [k for k in range(len(cpus)) if k == 0 or key_of[cpus[k]] != key_of[cpus[k - 1]]]
+    return [key_of[cpus[k]] for k in at], [cpus[k] for k in at]
+
+
 def _period(seq: list[int]) -> int:
     """The smallest p dividing len(seq) such that seq repeats every p items (its runs from position r and
     from r + p then meet the same nodes in the same order)."""
@@ -311,11 +317,8 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
             if numa and not tree_like[id(span)]:
                 hit = runs_of.get(span)
                 if hit is None:
-                    order = sorted(span)
-                    nodes = [tree.cpu_node[c] for c in order]
-                    at = [k for k in range(len(order)) if k == 0 or nodes[k] != nodes[k - 1]]
-                    runs = [nodes[k] for k in at]
-                    hit = runs_of[span] = (runs, [order[k] for k in at], _period(runs))
+                    runs, starts = _runs(sorted(span), tree.cpu_node)
+                    hit = runs_of[span] = (runs, starts, _period(runs))
                 runs, starts, period = hit
                 run = bisect_right(starts, cpu) - 1
                 gkey = (span, run % period)  # runs a whole number of periods apart walk alike
@@ -380,10 +383,9 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
                 for gi, g in enumerate(lvl.groups[si]):
                     for c in g.tolist():
                         own_of[c] = gi
-                order = lvl.spans[si].tolist()
-                at = [k for k in range(len(order)) if k == 0 or own_of[order[k]] != own_of[order[k - 1]]]
-                lvl.starts.append([order[k] for k in at])
-                lvl.runs.append([own_of[order[k]] for k in at])
+                runs, starts = _runs(lvl.spans[si].tolist(), own_of)
+                lvl.starts.append(starts)
+                lvl.runs.append(runs)
         levels.append(lvl)
         for cpu in np.flatnonzero(span_of >= 0).tolist():
             child_numa[cpu] = numa
