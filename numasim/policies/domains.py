@@ -246,23 +246,27 @@ def _overlap_groups(tree: _Tree, li: int, runs: list[int], start: int) -> list[f
     return out
 
 
-def build_levels(machine: Machine, opts: dict) -> list[Level]:
-    """Scheduling-domain levels of ``machine`` under CFS options ``opts``."""
-    m = machine
-    ncpu = m.n_cpus
-    tree = _Tree(m)
-    i_mc = tree.pkg - 1
-    i_pkg = tree.pkg
+@dataclass
+class _Keys:
+    """One level's per-CPU pass (:func:`_cpu_keys`): what :func:`_assemble` makes domains of."""
 
-    # imb_numa_nr, per CPU, on its chain before degenerate domains go: at PKG (the first level above
-    # the LLC) its LLC count, or for one LLC 1/8 of it (026b98a93bbd, v6.0; a quarter in v5.18-v5.19,
-    # e496132ebedd); above, that times the domain's weight over the CPU's first NUMA domain's.
-    era_518 = opts.get("numa_imbalance_kernel") == "5.18"
-    imb_memo: dict[tuple[int, int], tuple[int, int]] = {}
+    # per CPU: (span, its groups as a set, prefer_sibling, imb_numa_nr, group key, overlapping), None: no domain
+    keys: list[tuple | None]
+    built: dict[tuple, tuple[list[Span], frozenset[Span]]]  # group key -> the groups in link order, and as a set
+    runs_of: dict[Span, tuple[list[int], list[int], int]]  # an overlapping span: its node runs, their starts, period
+    first_of: dict[int, int]  # a span's first CPU, by identity
+
+
+def _imb_numa_nr(tree: _Tree, era_518: bool):
+    """``imb_numa_nr`` per CPU on its chain before degenerate domains go: at PKG (the first level above the
+    LLC) its LLC count, or for one LLC 1/8 of it (026b98a93bbd, v6.0; a quarter in v5.18-v5.19, e496132ebedd);
+    above, that times the domain's weight over the CPU's first NUMA domain's. Returns cpu -> (imb, that weight)."""
+    i_mc, i_pkg = tree.pkg - 1, tree.pkg
+    memo: dict[tuple[int, int], tuple[int, int]] = {}
 
     def imb_of(cpu: int) -> tuple[int, int]:
         key = (tree.cpu_node[cpu], len(tree.low[i_mc][cpu]))
-        hit = imb_memo.get(key)
+        hit = memo.get(key)
         if hit is None:
             pkg_w = len(tree.cpus(frozenset((key[0],))))
             nr_llcs = pkg_w // key[1]
@@ -271,122 +275,142 @@ def build_levels(machine: Machine, opts: dict) -> list[Level]:
             else:
                 imb = max(1, (pkg_w >> 3) if nr_llcs == 1 else nr_llcs)
             first = tree.node_span(key[0], i_pkg + 1) if len(tree.levels) > i_pkg + 1 else None
-            hit = imb_memo[key] = (imb, len(tree.cpus(first)) if first is not None else pkg_w)
+            hit = memo[key] = (imb, len(tree.cpus(first)) if first is not None else pkg_w)
         return hit
+    return imb_of
 
+
+def _cpu_keys(tree: _Tree, li: int, numa: bool, imb_of, child_numa: list[bool | None]) -> _Keys | None:
+    """Each CPU's domain at level ``li`` (None: none, or a degenerate one), its groups and flags; None when
+    no CPU keeps a domain here."""
+    built: dict[tuple, tuple[list[Span], frozenset[Span]]] = {}
+    same: dict[tuple[int, int], bool] = {}  # spans compared, by identity (they are shared objects)
+    first_of: dict[int, int] = {}
+    runs_of: dict[Span, tuple[list[int], list[int], int]] = {}
+    tree_like: dict[int, bool] = {}  # a NUMA span (by identity) whose domains form a tree here (below)
+    keys: list[tuple | None] = []
+    for cpu in range(tree.ncpu):
+        span = tree.span(cpu, li)
+        below = tree.span(cpu, li - 1) if li > 0 else None
+        if span is None or len(span) == 1:
+            keys.append(None)
+            continue
+        pair = (id(span), id(below))
+        if pair not in same:
+            same[pair] = span == below
+        if same[pair]:
+            keys.append(None)
+            continue
+        if numa and id(span) not in tree_like:
+            # Every node of the span has it as its domain, and their child domains fit in it without
+            # overlapping: the groups are the child domains, as below the NUMA levels, whichever CPU
+            # builds them (build_overlap_sched_groups then builds what build_sched_groups would).
+            nodes = tree.node_span(tree.cpu_node[cpu], li)
+            kids = {tree.node_span(n, li - 1) for n in nodes}  # type: ignore[union-attr]
+            tree_like[id(span)] = (all(tree.node_span(n, li) == nodes for n in nodes)  # type: ignore[union-attr]
+                                   and all(k <= nodes for k in kids) and sum(map(len, kids)) == len(nodes))  # type: ignore[arg-type,operator]
+        if numa and not tree_like[id(span)]:
+            hit = runs_of.get(span)
+            if hit is None:
+                runs, starts = _runs(sorted(span), tree.cpu_node)
+                hit = runs_of[span] = (runs, starts, _period(runs))
+            runs, starts, period = hit
+            run = bisect_right(starts, cpu) - 1
+            gkey = (span, run % period)  # runs a whole number of periods apart walk alike
+            if gkey not in built:
+                groups = [tree.cpus(g) for g in _overlap_groups(tree, li, runs, run % period)]
+                built[gkey] = (groups, frozenset(groups))
+        else:
+            gkey = (span, 0)
+            if gkey not in built:
+                groups = _partition_groups(tree, li, span)
+                built[gkey] = (groups, frozenset(groups))
+        imb, imb_span = imb_of(cpu)
+        nr = imb * max(1, len(span) // imb_span) if numa else imb
+        prefer = child_numa[cpu] is False
+        keys.append((span, built[gkey][1], prefer, nr, gkey, numa and not tree_like[id(span)]))
+        if id(span) not in first_of:
+            first_of[id(span)] = min(span)
+    if all(k is None for k in keys):
+        return None
+    return _Keys(keys, built, runs_of, first_of)
+
+
+def _assemble(tree: _Tree, li: int, lvl: Level, k: _Keys) -> None:
+    """``lvl``'s domains from its CPUs' keys: the distinct ones by their first CPU (then size), each with the
+    groups its first CPU links; each CPU's domain and own group; each CPU's order of the groups; balance masks."""
+    keys, built = k.keys, k.built
+    index: dict[tuple, int] = {}
+    firsts = sorted(((k.first_of[id(key[0])], len(key[0]), cpu) for cpu, key in enumerate(keys) if key is not None))
+    at_of: list[dict[Span, int]] = []  # per domain: group -> its index
+    overlap: list[bool] = []  # per domain: built by build_overlap_sched_groups' walk (its groups may overlap)
+    span_of = np.full(len(keys), -1, dtype=np.int64)
+    for _, _, cpu in firsts:
+        key = keys[cpu]
+        assert key is not None
+        dkey = key[:4]
+        si = index.get(dkey)
+        if si is None:
+            si = index[dkey] = len(lvl.spans)
+            lvl.spans.append(np.array(sorted(key[0]), dtype=np.int64))
+            lvl.groups.append([np.array(sorted(g), dtype=np.int64) for g in built[key[4]][0]])
+            at_of.append({g: gi for gi, g in enumerate(built[key[4]][0])})
+            lvl.group_of.append({})
+            lvl.prefer_sibling.append(key[2])
+            lvl.imb_numa_nr.append(key[3])
+            overlap.append(key[5])
+        span_of[cpu] = si
+        if key[5]:  # its own group: its child domain's span
+            lvl.group_of[si][cpu] = at_of[si][tree.span(cpu, li - 1)]  # type: ignore[index]
+    lvl.span_of = span_of
+    for si, own_of in enumerate(lvl.group_of):
+        if overlap[si]:  # each node run's order, as a CPU of the run links the groups
+            span = keys[next(iter(own_of))][0]  # type: ignore[index]
+            lvl.starts.append(k.runs_of[span][1])
+            lvl.runs.append([])
+            lvl.periods[si] = k.runs_of[span][2]
+            for cpu in own_of:
+                gkey = keys[cpu][4]  # type: ignore[index]
+                if (si, gkey[1]) not in lvl.orders:
+                    lvl.orders[(si, gkey[1])] = tuple(at_of[si][g] for g in built[gkey][0])
+            for gi in set(own_of.values()):
+                g = lvl.groups[si][gi].tolist()
+                # by node: from PKG up a CPU's chain is its node's
+                gnodes = {tree.cpu_node[c] for c in g}
+                ok = {n for n in gnodes if tree.node_span(n, li) is not None and tree.node_span(n, li - 1) == gnodes}
+                lvl.masks[(si, gi)] = tuple(c for c in g if tree.cpu_node[c] in ok)
+        else:  # the groups do not overlap: each CPU's own group is the one holding it
+            for gi, g in enumerate(lvl.groups[si]):
+                for c in g.tolist():
+                    own_of[c] = gi
+            runs, starts = _runs(lvl.spans[si].tolist(), own_of)
+            lvl.starts.append(starts)
+            lvl.runs.append(runs)
+
+
+def build_levels(machine: Machine, opts: dict) -> list[Level]:
+    """Scheduling-domain levels of ``machine`` under CFS options ``opts``: per level, each CPU's domain
+    (:func:`_cpu_keys`), then the level's domains from them (:func:`_assemble`)."""
+    tree = _Tree(machine)
+    imb_of = _imb_numa_nr(tree, opts.get("numa_imbalance_kernel") == "5.18")
     reclaim = opts.get("node_reclaim_distance")
     if reclaim is None:
-        reclaim = m.spec.node_reclaim_distance  # the kernel's default for this CPU
+        reclaim = machine.spec.node_reclaim_distance  # the kernel's default for this CPU
     pcts = {"SMT": (opts["imbalance_pct_smt"], 0), "MC": (opts["imbalance_pct_mc"], opts["cache_nice_tries_mc"]),
             "PKG": (opts["imbalance_pct_mc"], 1)}
     levels: list[Level] = []
-    child_numa: list[bool | None] = [None] * ncpu  # whether each CPU's kept domain below is NUMA (None: none)
+    child_numa: list[bool | None] = [None] * machine.n_cpus  # whether each CPU's kept domain below is NUMA
     for li, (name, info) in enumerate(tree.levels):
         numa = info["numa"]
         far = numa and info.get("dist", 0) > reclaim
         pct, tries = pcts.get(name, (opts["imbalance_pct_numa"], opts["cache_nice_tries_numa"]))
         lvl = Level(name=name, pct=int(pct), nice_tries=int(tries), numa=numa, dist=int(info.get("dist", 0)),
                     share_llc=bool(info["llc"]), fork=not far, wake_affine=not far)
-        # Each CPU's domain here (None: none, or a degenerate one), its groups and its own group.
-        built: dict[tuple, tuple[list[Span], frozenset[Span]]] = {}
-        same: dict[tuple[int, int], bool] = {}  # spans compared, by identity (they are shared objects)
-        first_of: dict[int, int] = {}  # a span's first CPU, by identity
-        runs_of: dict[Span, tuple[list[int], list[int]]] = {}  # a NUMA span: its node runs and where each starts
-        tree_like: dict[int, bool] = {}  # a NUMA span (by identity) whose domains form a tree here (below)
-        keys: list[tuple | None] = []
-        for cpu in range(ncpu):
-            span = tree.span(cpu, li)
-            below = tree.span(cpu, li - 1) if li > 0 else None
-            if span is None or len(span) == 1:
-                keys.append(None)
-                continue
-            pair = (id(span), id(below))
-            if pair not in same:
-                same[pair] = span == below
-            if same[pair]:
-                keys.append(None)
-                continue
-            if numa and id(span) not in tree_like:
-                # Every node of the span has it as its domain, and their child domains fit in it without
-                # overlapping: the groups are the child domains, as below the NUMA levels, whichever CPU
-                # builds them (build_overlap_sched_groups then builds what build_sched_groups would).
-                nodes = tree.node_span(tree.cpu_node[cpu], li)
-                kids = {tree.node_span(n, li - 1) for n in nodes}  # type: ignore[union-attr]
-                tree_like[id(span)] = (all(tree.node_span(n, li) == nodes for n in nodes)  # type: ignore[union-attr]
-                                       and all(k <= nodes for k in kids) and sum(map(len, kids)) == len(nodes))  # type: ignore[arg-type,operator]
-            if numa and not tree_like[id(span)]:
-                hit = runs_of.get(span)
-                if hit is None:
-                    runs, starts = _runs(sorted(span), tree.cpu_node)
-                    hit = runs_of[span] = (runs, starts, _period(runs))
-                runs, starts, period = hit
-                run = bisect_right(starts, cpu) - 1
-                gkey = (span, run % period)  # runs a whole number of periods apart walk alike
-                if gkey not in built:
-                    groups = [tree.cpus(g) for g in _overlap_groups(tree, li, runs, run % period)]
-                    built[gkey] = (groups, frozenset(groups))
-            else:
-                gkey = (span, 0)
-                if gkey not in built:
-                    groups = _partition_groups(tree, li, span)
-                    built[gkey] = (groups, frozenset(groups))
-            imb, imb_span = imb_of(cpu)
-            nr = imb * max(1, len(span) // imb_span) if numa else imb
-            prefer = child_numa[cpu] is False
-            keys.append((span, built[gkey][1], prefer, nr, gkey, numa and not tree_like[id(span)]))
-            if id(span) not in first_of:
-                first_of[id(span)] = min(span)
-        if all(k is None for k in keys):
+        keys = _cpu_keys(tree, li, numa, imb_of, child_numa)
+        if keys is None:
             continue
-        # Domains by their first CPU (then size), each with the groups its first CPU links.
-        index: dict[tuple, int] = {}
-        firsts = sorted(((first_of[id(k[0])], len(k[0]), cpu) for cpu, k in enumerate(keys) if k is not None))
-        at_of: list[dict[Span, int]] = []  # per domain: group -> its index
-        overlap: list[bool] = []  # per domain: built by build_overlap_sched_groups' walk (its groups may overlap)
-        span_of = np.full(ncpu, -1, dtype=np.int64)
-        for _, _, cpu in firsts:
-            key = keys[cpu]
-            assert key is not None
-            dkey = key[:4]
-            si = index.get(dkey)
-            if si is None:
-                si = index[dkey] = len(lvl.spans)
-                lvl.spans.append(np.array(sorted(key[0]), dtype=np.int64))
-                lvl.groups.append([np.array(sorted(g), dtype=np.int64) for g in built[key[4]][0]])
-                at_of.append({g: gi for gi, g in enumerate(built[key[4]][0])})
-                lvl.group_of.append({})
-                lvl.prefer_sibling.append(key[2])
-                lvl.imb_numa_nr.append(key[3])
-                overlap.append(key[5])
-            span_of[cpu] = si
-            if key[5]:  # its own group: its child domain's span
-                lvl.group_of[si][cpu] = at_of[si][tree.span(cpu, li - 1)]  # type: ignore[index]
-        lvl.span_of = span_of
-        for si, own_of in enumerate(lvl.group_of):
-            if overlap[si]:  # each node run's order, as a CPU of the run links the groups
-                span = keys[next(iter(own_of))][0]  # type: ignore[index]
-                lvl.starts.append(runs_of[span][1])
-                lvl.runs.append([])
-                lvl.periods[si] = runs_of[span][2]
-                for cpu in own_of:
-                    gkey = keys[cpu][4]  # type: ignore[index]
-                    if (si, gkey[1]) not in lvl.orders:
-                        lvl.orders[(si, gkey[1])] = tuple(at_of[si][g] for g in built[gkey][0])
-                for gi in set(own_of.values()):
-                    g = lvl.groups[si][gi].tolist()
-                    # by node: from PKG up a CPU's chain is its node's
-                    gnodes = {tree.cpu_node[c] for c in g}
-                    ok = {n for n in gnodes if tree.node_span(n, li) is not None and tree.node_span(n, li - 1) == gnodes}
-                    mask = [c for c in g if tree.cpu_node[c] in ok]
-                    lvl.masks[(si, gi)] = tuple(mask)
-            else:  # the groups do not overlap: each CPU's own group is the one holding it
-                for gi, g in enumerate(lvl.groups[si]):
-                    for c in g.tolist():
-                        own_of[c] = gi
-                runs, starts = _runs(lvl.spans[si].tolist(), own_of)
-                lvl.starts.append(starts)
-                lvl.runs.append(runs)
+        _assemble(tree, li, lvl, keys)
         levels.append(lvl)
-        for cpu in np.flatnonzero(span_of >= 0).tolist():
+        for cpu in np.flatnonzero(lvl.span_of >= 0).tolist():
             child_numa[cpu] = numa
     return levels
