@@ -77,7 +77,7 @@ class LoadBalancer:
         with the most tasks (overloaded), computes migrate_task with an imbalance of half its
         tasks, one while it has at most three, and pulls that many tasks that may run here; if
         every task there is pinned away, the next busiest. The runtime runs the one-move case
-        compiled (:class:`~numasim.policies.api.PullOne`, ``events.pull_one``) and asks
+        compiled (:class:`~numasim.policies.api.PullOne`, ``idle_pull.pull_one``) and asks
         :meth:`idle` when it pulls nothing, which then starts at the next level, unless a CPU of
         the lowest domain holds more than three tasks (the rule then left the domain to it).
         Before v5.5 the imbalance is a load that depends on the whole domain: no rule."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import core, events, layout
+from . import core, events, idle_pull, layout
 from .layout import N_ARM, N_MV, N_TOUCH, S_ARM, S_MV_CPU, S_MV_NOW, S_MV_TID
 from ..errors import PolicyError
 from ..policies.api import LeastLoaded, Policy, PullOne, WakeAffine
@@ -153,12 +153,12 @@ class CpuRuntime:
             self._idle(cpu)
 
     def _idle(self, cpu: int) -> None:
-        """A CPU fell idle: the idle pull the policy handed over, if any (:func:`numasim.sim.events.pull_one`),
+        """A CPU fell idle: the idle pull the policy handed over, if any (:func:`numasim.sim.idle_pull.pull_one`),
         else the policy's idle balancing."""
-        pulled = events.pull_one(self._I, self._CI, self._A, self._scratch.draws, self._ctl, cpu)
-        if pulled == events._NO_DRAWS:
+        pulled = idle_pull.pull_one(self._I, self._CI, self._A, self._scratch.draws, self._ctl, cpu)
+        if pulled == idle_pull.NO_DRAWS:
             self._refill_draws()
-            pulled = events.pull_one(self._I, self._CI, self._A, self._scratch.draws, self._ctl, cpu)
+            pulled = idle_pull.pull_one(self._I, self._CI, self._A, self._scratch.draws, self._ctl, cpu)
         if pulled >= 0:
             self._run_core(layout.MOVE_BEGIN, pulled, cpu)
         else:
@@ -166,8 +166,8 @@ class CpuRuntime:
 
     def _policy_idle(self, cpu: int) -> None:
         """The policy's idle balancing for ``cpu``, its decisions applied, if it can act
-        (``Policy.idle_when``, :func:`numasim.sim.events.wants_idle`)."""
-        if events.wants_idle(self._CI, self._ctl):
+        (``Policy.idle_when``, :func:`numasim.sim.idle_pull.wants_idle`)."""
+        if idle_pull.wants_idle(self._CI, self._ctl):
             for d in self.policy.idle(cpu, self.view):
                 self._apply(d)
 

@@ -15,27 +15,28 @@ import math
 
 from .. import jit
 
-from .layout import (M_COUNT, M_HIST, M_SINCE, M_TOTAL, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_HEAD, CI_LLC, CI_NODE, CI_NR,
-                     CI_PULL_SPAN, CPU, DRAW_E, DRAW_PULL, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_PLAN, F_REQ_LEFT,
-                     F_REQ_OPS, F_THINK, HEAP_N, HORIZON, IDLE_ALWAYS, IDLE_OVERLOADED, IDLE_RULE, INTEGRATED,
-                     I_ARRIVAL, I_CPU, I_GEN, I_MASK, I_MODE, I_MOVES, I_NEXT, I_PHASE, I_POD, I_WAKEUPS, I_WGEN,
+from .layout import (M_COUNT, M_HIST, M_SINCE, M_TOTAL, B_ACTIVE, B_HELD, B_PAUSED, B_WAITING, B_WAKER, CF_LAT, CI_LLC, CI_NODE, CI_NR,
+                     CPU, DRAW_E, DRAW_U, EV_TOUCH, E_AT, F_DEBT, F_FOOT, F_MLP, F_PLAN, F_REQ_LEFT,
+                     F_REQ_OPS, F_THINK, HEAP_N, HORIZON, INTEGRATED,
+                     I_ARRIVAL, I_CPU, I_GEN, I_MASK, I_MODE, I_MOVES, I_PHASE, I_POD, I_WAKEUPS, I_WGEN,
                      I_XMOVES, K_L2, LOG_CAP, MOVE_BEGIN, NEEDS_DRAWS, NEEDS_FLUSH, NEEDS_IDLE, NEEDS_PLACE,
                      NEEDS_QUOTA, NEEDS_SLICES, NEEDS_TOUCH, NEEDS_XMOVE, NOW, N_AHEAD, N_ARM, N_IN, N_MV,
-                     N_TIDS, N_TOUCH, PENDING, PREV, PULL_AT, PULL_CPU, PULL_RULE, PULL_TID, P_FIRST, P_THROTTLED,
+                     N_TIDS, N_TOUCH, PENDING, PREV, PULL_CPU, PULL_TID, P_FIRST, P_THROTTLED,
                      QUOTA, SINGLE, SMT, S_IN, S_MV_CPU, S_MV_NOW, S_MV_TID, S_PICK, S_WORK,
                      TID, TIMER_AT, TIMER_PRE, U_AT, WAKER, WAKE_AFFINE, WAKE_BEGIN, WAKE_LEAST_LOADED, WAKE_RULE)
 from .arrivals import arrival, take_request
 from .core import arm, dequeue, enqueue, gather, heap_pop, heap_push, integrate, live, reschedule, reshare
-from ..policies.api import PAGE, PULL_MAX_QUEUE
+from ..policies.api import PAGE
 from ..policies.rules import least_loaded, wake_packed
 from .perf import LINE
 from .state import TOUCH, WORK
 from .trace import LOG_STEP, N_BINS
+from .idle_pull import NO_DRAWS, pull_one, wants_idle
 
 jit.fresh(__file__, "layout.py", "core.py", "firsttouch.py", "memory.py", "arrivals.py", "perf.py", "state.py", "../policies/rules.py", "../policies/api.py",
-          "trace.py")
+          "trace.py", "idle_pull.py")
 
-__all__ = ["fire", "block", "charge_move", "wants_idle", "pull_one"]
+__all__ = ["fire", "block", "charge_move"]
 
 # Where fire takes an event up again (ctl[PENDING]): a burst end's stages, a wake-up's, a move's.
 _AFTER_INTEGRATE, _BLOCK_DEQUEUE, _BLOCK_RESHARED, _BLOCK_QUOTA, _THINK = range(1, 6)
@@ -200,7 +201,7 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q,
         stage = _BLOCK_QUOTA
     if stage == _BLOCK_QUOTA and CI[CI_NR, ctl[CPU]] == 0:
         pulled = pull_one(I, CI, A, D, ctl, ctl[CPU])
-        if pulled == _NO_DRAWS:
+        if pulled == NO_DRAWS:
             return _stop(ctl, _BLOCK_QUOTA, NEEDS_DRAWS)
         if pulled >= 0:
             ctl[PULL_TID] = pulled  # moved once this event is done (fire)
@@ -221,103 +222,6 @@ def _complete(F, I, B, CF, CI, core_cpus, slices, kf, s, sf, ctl, H, M, P, D, Q,
         I[I_WGEN, tid] += 1
         heap_push(H, I, ctl, now + step, tid, -1 - I[I_WGEN, tid])
     return 0
-
-
-_NO_DRAWS = -2
-
-
-@jit.kernel
-def pull_one(I, CI, A, D, ctl, cpu):
-    """The idle pull a policy may hand the runtime (``Policy.idle_rule``, :class:`~numasim.policies.api.PullOne`):
-    the thread that CPU ``cpu``, just fallen idle, pulls, or -1 for none (then the policy's
-    ``idle()``), or ``_NO_DRAWS`` (NEEDS_DRAWS first).
-
-    Linux's newidle balancing at a lowest domain of one-CPU groups: the busiest CPU of the
-    domain (the first of them in CPU order from ``cpu`` on, wrapping: the order of the idle
-    CPU's groups, ``domains.Level.order``) if it has two threads or more; there, one of its
-    queued threads is running (picked at random: the model shares a CPU, it does not
-    time-slice) and another, picked at random among those that may run on ``cpu``, moves.
-    When none may (``LBF_ALL_PINNED``), the kernel leaves that CPU out and searches again:
-    the next busiest, down to CPUs with two threads. The imbalance is half the busiest CPU's
-    threads, one move while it holds at most ``PULL_MAX_QUEUE``; with more the kernel may
-    move several, and the rule leaves the domain to the policy (-1, no draws used).
-    """
-    if ctl[PULL_RULE] == 0:
-        return -1
-    span, nr = CI[CI_PULL_SPAN], CI[CI_NR]
-    most = 1
-    for c in range(nr.size):
-        if span[c] == span[cpu] and nr[c] > most:
-            most = nr[c]
-    if most > PULL_MAX_QUEUE:
-        return -1
-    for n in range(most, 1, -1):  # the busiest first; of equals, the first from cpu on (the domain's group ring)
-        for k in range(nr.size):
-            src = (cpu + k) % nr.size
-            if span[src] != span[cpu] or nr[src] != n:
-                continue
-            at = ctl[PULL_AT]
-            if at + 2 > D.shape[1]:
-                return _NO_DRAWS
-            ctl[PULL_AT] = at + 2
-            t = _pull_from(I, CI, A, D[DRAW_PULL, at], D[DRAW_PULL, at + 1], src, n, cpu)
-            if t >= 0:
-                return t
-    return -1
-
-
-@jit.kernel
-def _pull_from(I, CI, A, u_running, u_pick, src, n, cpu):
-    """One of the ``n`` threads queued on ``src`` runs (``u_running``); of the others that may run on
-    ``cpu``, the one ``u_pick`` picks, or -1 for none."""
-    running = int(u_running * n)
-    t, k, movable = CI[CI_HEAD, src], 0, 0
-    while t >= 0:
-        if k != running and A[I[I_MASK, t], cpu]:
-            movable += 1
-        t, k = I[I_NEXT, t], k + 1
-    if movable == 0:
-        return -1
-    j = int(u_pick * movable)
-    t, k = CI[CI_HEAD, src], 0
-    while t >= 0:
-        if k != running and A[I[I_MASK, t], cpu]:
-            if j == 0:
-                return t
-            j -= 1
-        t, k = I[I_NEXT, t], k + 1
-    return -1
-
-
-@jit.kernel
-def pullable(I, CI, A, cpu, out):
-    """The CPUs with two threads or more queued, one of which may run on ``cpu``, ascending, into
-    ``out``; returns how many (``View.pullable``)."""
-    nr, k = CI[CI_NR], 0
-    for c in range(nr.size):
-        if nr[c] >= 2:
-            t = CI[CI_HEAD, c]
-            while t >= 0:
-                if A[I[I_MASK, t], cpu]:
-                    out[k] = c
-                    k += 1
-                    break
-                t = I[I_NEXT, t]
-    return k
-
-
-@jit.kernel
-def wants_idle(CI, ctl):
-    """Whether a CPU that fell idle goes to the policy's ``idle()``: never if it has none; with
-    ``idle_when = "overloaded"`` only while some CPU has two or more threads queued."""
-    rule = ctl[IDLE_RULE]
-    if rule == IDLE_OVERLOADED:
-        nr = CI[CI_NR]
-        for c in range(nr.size):
-            if nr[c] >= 2:
-                return True
-        return False
-    return rule == IDLE_ALWAYS
 
 
 @jit.kernel

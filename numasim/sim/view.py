@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..model.machine import Machine
-from . import events
+from . import idle_pull
 from .core import miss_rates
 from .layout import F_CPU, F_SHARE, F_WAIT, I_LAST, I_PHASE
 from .state import TOUCH, WORK
@@ -81,7 +81,7 @@ class SimView:
         """The CPUs with two threads or more queued, one of which may run on ``cpu``, ascending."""
         s = self._sim
         out = np.empty(len(s.nr), dtype=np.int64)
-        return out[:events.pullable(s._I, s._CI, s._A, cpu, out)].tolist()
+        return out[:idle_pull.pullable(s._I, s._CI, s._A, cpu, out)].tolist()
 
     def pod_memory(self) -> NDArray[np.int64]:
         """Bytes per pod (rows, by pod index) and node (columns)."""
