@@ -298,3 +298,22 @@ def test_kunpeng_node_1s_distance_25_domain_is_balanced_only_when_its_group_bala
         calls.clear()
         pol._visit(e, nr, None, 0)
         assert len(calls) == want and all(int(m.cpu_node[c]) == 1 for c in calls)
+
+
+def test_numa_balancing_takes_imb_numa_nr_from_each_source_nodes_lowest_numa_domain():
+    """task_numa_migrate reads ``imb_numa_nr`` from ``sd_numa`` of the source CPU: its lowest NUMA domain
+    after degenerate ones go. Nodes 0 and 1 are 12 apart, node 2 is 20 from both: node 2's distance-12
+    domain is itself (degenerate), so its lowest NUMA domain is the machine, whose ``imb_numa_nr`` is the
+    node's 16 >> 3 = 2 times 48 / 16 CPUs = 6, where nodes 0 and 1 keep 2."""
+    data = load_preset("machines", "skylake-8180-4s")
+    data.pop("sources", None)
+    data.pop("links", None)
+    data.update(sockets=3, cores_per_node=16, smt=False, slit=[[10, 12, 20], [12, 10, 20], [20, 20, 10]])
+    m = Machine.from_spec(MachineSpec(**data))
+    pol = CFS(CFSOptions(numa_balancing=True, numa_balancing_kernel="6.1"), m, np.random.default_rng(1))
+    assert pol.numab is not None
+    assert pol.numab.imb_numa_nr == [2, 2, 6]
+    # A move to an idle CPU of a node with spare capacity: 5 tasks on the source, 4 on the destination;
+    # after it 5 against 4, an imbalance of 1 that a destination running 5 tolerates only under 6.
+    assert pol.numab._move_allowed(2, 0, 5, 4, 16, 16)
+    assert not pol.numab._move_allowed(0, 2, 5, 4, 16, 16)

@@ -65,7 +65,7 @@ def test_swap_rules_by_kernel_version():
 
     def rule(kernel: str) -> NumaBalancing:
         opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel)
-        return NumaBalancing(machine_preset("pacific-broadwell"), opts, np.random.default_rng(1), 2, 117)
+        return NumaBalancing(machine_preset("pacific-broadwell"), opts, np.random.default_rng(1), [2, 2], 117)
 
     old, mid, new = rule("3.13"), rule("4.4"), rule("6.1")
     # A tie (improvement 0, nothing better yet): 3.13 swaps, 3.14-4.18 do not, nor does 4.19 on.
@@ -86,7 +86,7 @@ def test_a_move_to_an_idle_cpu_by_kernel_version():
 
     def rule(kernel: str, pct: int = 125) -> NumaBalancing:
         opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel)
-        return NumaBalancing(m, opts, np.random.default_rng(1), 2, pct)
+        return NumaBalancing(m, opts, np.random.default_rng(1), [2] * m.n_nodes, pct)
 
     old, mid = rule("3.13"), rule("4.4")
     assert mid.pct == 112 and mid.task_capacity == [22, 22]
@@ -123,7 +123,7 @@ def test_v4_19_to_v5_6_move_only_what_keeps_the_node_loads_as_even():
 
     def rule(kernel: str, lb: str = "6.1") -> NumaBalancing:
         opts = CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel, numa_imbalance_kernel=lb)
-        return NumaBalancing(m, opts, np.random.default_rng(1), 2, 117)
+        return NumaBalancing(m, opts, np.random.default_rng(1), [2, 2], 117)
 
     v56, v61 = rule("5.6"), rule("6.1")
     # 3 tasks against 1: 2 against 2 after the move, more even: both move.
@@ -154,7 +154,7 @@ def test_the_load_balancer_resists_moves_off_the_preferred_node_after_3_13_only(
     node0, node1 = (int(np.flatnonzero(m.cpu_node == n)[0]) for n in (0, 1))
     for kernel, resists in [("3.13", False), ("4.4", True), ("6.1", True)]:
         nb = NumaBalancing(m, CFSOptions(numa_balancing=True, numa_balancing_kernel=kernel),
-                           np.random.default_rng(1), 2, 117)
+                           np.random.default_rng(1), [2, 2], 117)
         nb._alloc(16, 1)
         nb._task(7)
         nb.t_pref[7] = 0

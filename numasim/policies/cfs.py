@@ -31,6 +31,7 @@ from .numab import NumaBalancing
 
 if TYPE_CHECKING:
     from .api import View
+    from ..model.machine import Machine
 
 __all__ = ["CFS", "CFSOptions"]
 
@@ -204,8 +205,7 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         self.numab: NumaBalancing | None = None
         numa = [lvl for lvl in self.levels if lvl.numa]
         if (options.numa_balancing and numa) or (options.numa_balancing_tiering and machine.n_nodes > len(machine.cpu_nodes)):
-            # imb_numa_nr of the lowest NUMA domain (sd_numa): the first NUMA level's, which all its domains share
-            self.numab = NumaBalancing(machine, options, rng, numa[0].imb_numa_nr[0] if numa else 0, options.imbalance_pct_numa)
+            self.numab = NumaBalancing(machine, options, rng, _sd_numa_imb(machine, numa), options.imbalance_pct_numa)
         self._numab_next = 0
 
     # ------------------------------------------------------------- slices
@@ -277,3 +277,19 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
             # Balancer moves are applied first; NUMA balancing sees the state before them.
             out += [d for d in self.numab.tick(sim) if not (isinstance(d, Move) and d.tid in moves)]
         return out
+
+
+def _sd_numa_imb(machine: Machine, numa: list[Level]) -> list[int]:
+    """Per node, ``imb_numa_nr`` of its CPUs' lowest NUMA domain (``sd_numa``; 0 where a node has no NUMA
+    domain, as the kernel leaves ``env.imb_numa_nr`` when ``sd_numa`` is NULL). From PKG up a CPU's chain is
+    its node's, so one CPU per node tells; where the SLIT is not hierarchical a node's lowest kept NUMA
+    domain can be at a higher level than another's, and its value larger."""
+    out = [0] * machine.n_nodes
+    for n in machine.cpu_nodes:
+        cpu = int(machine.node_cpus[n][0])
+        for lvl in numa:
+            si = int(lvl.span_of[cpu])
+            if si >= 0:
+                out[n] = lvl.imb_numa_nr[si]
+                break
+    return out

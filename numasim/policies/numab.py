@@ -90,11 +90,11 @@ class _Mm:
 class NumaBalancing(ScanPeriod, TaskMoves):
     """The state and mechanism of automatic NUMA balancing for one simulation."""
 
-    def __init__(self, machine: "Machine", opts, rng: np.random.Generator, imb_numa_nr: int, numa_pct: int):
+    def __init__(self, machine: "Machine", opts, rng: np.random.Generator, imb_numa_nr: list[int], numa_pct: int):
         self.m = machine
         self.o = opts
         self.rng = rng
-        self.imb_numa_nr = imb_numa_nr
+        self.imb_numa_nr = imb_numa_nr  # per node: its CPUs' lowest NUMA domain's (sd_numa), 0 for none
         self.pct = 100 + (numa_pct - 100) // 2  # task_numa_migrate's imbalance_pct (108; 112 with 4.x's 125)
         # update_numa_stats' task_capacity before 4.19: a node's cores (SMT siblings share one), else its CPUs.
         self.task_capacity = [len(set(machine.cpu_core[machine.node_cpus[n]].tolist())) if n in machine.cpu_nodes

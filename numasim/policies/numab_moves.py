@@ -48,9 +48,11 @@ class _MoveContext:
 class TaskMoves:
     """Task placement by NUMA balancing (the mixin half of :class:`NumaBalancing`)."""
 
-    def _adjust(self, imb: int, dst_running: int, dst_weight: int) -> int:
-        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it, by the load balancer's era."""
-        return adjust_numa_imbalance(self.o.numa_imbalance_kernel, imb, dst_running, dst_weight, self.imb_numa_nr,
+    def _adjust(self, imb: int, dst_running: int, dst_weight: int, src: int) -> int:
+        """``adjust_numa_imbalance`` as task_numa_find_cpu calls it, by the load balancer's era, with the
+        ``imb_numa_nr`` of the source CPU's lowest NUMA domain (task_numa_migrate reads ``sd_numa`` of
+        ``env.src_cpu``; from PKG up a CPU's domains are its node's)."""
+        return adjust_numa_imbalance(self.o.numa_imbalance_kernel, imb, dst_running, dst_weight, self.imb_numa_nr[src],
                                      self.o.numa_imbalance_min)
 
     def _migrate_tasks(self, sim: "View") -> list[Decision]:
@@ -170,7 +172,7 @@ class TaskMoves:
         if era in ("3.13", "4.4"):
             return self._may_move_old(src, dst, src_nr, dst_nr, cap_src, cap_dst)
         if era == "6.1" and dst_nr < cap_dst:
-            return self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1, cap_dst) == 0
+            return self._adjust(max(0, (dst_nr + 1) - (src_nr - 1)), dst_nr + 1, cap_dst, src) == 0
         return abs((dst_nr + 1) * cap_src - (src_nr - 1) * cap_dst) <= abs(dst_nr * cap_src - src_nr * cap_dst)
 
     def _may_move_old(self, src: int, dst: int, src_nr: int, dst_nr: int, cap_src: int, cap_dst: int) -> bool:
