@@ -201,14 +201,14 @@ def test_numa_balancing_load_check_follows_the_era():
                                 ("6.1", node >> 3)):
         cfs = CFS(CFSOptions(numa_imbalance_kernel=era, numa_balancing=True), m, np.random.default_rng(0))
         assert cfs.numab is not None
-        assert cfs.numab._adjust(2, last_tolerated, node) == 0, era
-        assert cfs.numab._adjust(2, last_tolerated + 1, node) == 2, era
-        assert cfs.numab._adjust(3, 1, node) == 3, era  # more than NUMA_IMBALANCE_MIN: never tolerated
+        assert cfs.numab._adjust(2, last_tolerated, node, 0) == 0, era
+        assert cfs.numab._adjust(2, last_tolerated + 1, node, 0) == 2, era
+        assert cfs.numab._adjust(3, 1, node, 0) == 3, era  # more than NUMA_IMBALANCE_MIN: never tolerated
     # 5.10 (fb86f5b21192 with the destination's count): any imbalance while the destination runs at most 2.
     cfs = CFS(CFSOptions(numa_imbalance_kernel="5.10", numa_balancing=True), m, np.random.default_rng(0))
     assert cfs.numab is not None
-    assert cfs.numab._adjust(5, 2, node) == 0
-    assert cfs.numab._adjust(2, 3, node) == 2
+    assert cfs.numab._adjust(5, 2, node, 0) == 0
+    assert cfs.numab._adjust(2, 3, node, 0) == 2
 
 
 def test_a_number_5_10_reads_as_the_5_10_era():
@@ -336,7 +336,7 @@ def test_old_eras_read_as_numbers_and_tolerate_no_numa_imbalance():
     for era in ("3.10", "5.4"):
         cfs = CFS(CFSOptions(numa_imbalance_kernel=era, numa_balancing=True), m, np.random.default_rng(0))
         assert cfs.numab is not None
-        assert cfs.numab._adjust(1, 1, m.n_cpus // 2) == 1  # any imbalance counts
+        assert cfs.numab._adjust(1, 1, m.n_cpus // 2, 0) == 1  # any imbalance counts
 
 
 def test_old_eras_on_one_node_keep_all_memory_local():

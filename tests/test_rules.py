@@ -1,6 +1,6 @@
 """The compiled rules a policy hands the runtime: the idle pull and the wake-up placement.
 
-The idle pull (``Policy.idle_rule``, ``numasim.sim.events.pull_one``) is Linux's newidle
+The idle pull (``Policy.idle_rule``, ``numasim.sim.idle_pull.pull_one``) is Linux's newidle
 balancing at a lowest domain of one-CPU groups: from the first busiest CPU of the idle
 CPU's domain, if it has two threads or more, one queued thread other than the running
 one, among those allowed on the idle CPU, moves; checked on hand-made runqueues. The
@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from numasim import Policy, PolicyError, register
 from numasim.policies.api import PULL_MAX_QUEUE, WakeAffine
-from numasim.sim import events, layout
+from numasim.sim import idle_pull, layout
 
 
 def _state(queues: list[list[int]], span: list[int], masks: list[list[bool]], mask_of: list[int]):
@@ -70,7 +70,7 @@ def test_the_pull_takes_an_allowed_waiting_thread_of_the_busiest_cpu_of_the_doma
     queues, span, masks, mask_of, cpu, u = case
     I, CI, A, sc = _state(queues, span, masks, mask_of)
     sc.draws[layout.DRAW_PULL, :len(u)] = u
-    got = events.pull_one(I, CI, A, sc.draws, sc.ctl, cpu)
+    got = idle_pull.pull_one(I, CI, A, sc.draws, sc.ctl, cpu)
     mine = [c for c in range(len(queues)) if span[c] == span[cpu] and len(queues[c]) >= 2]
     want, used = -1, 0
     if any(len(queues[c]) > PULL_MAX_QUEUE for c in mine):
@@ -93,7 +93,7 @@ def test_pullable_names_the_cpus_with_two_threads_one_of_which_may_run_on_the_id
     queues, span, masks, mask_of, cpu, _u = case
     I, CI, A, _sc = _state(queues, span, masks, mask_of)
     out = np.full(len(queues), -7, dtype=np.int64)
-    k = events.pullable(I, CI, A, cpu, out)
+    k = idle_pull.pullable(I, CI, A, cpu, out)
     assert out[:k].tolist() == [c for c, q in enumerate(queues) if len(q) >= 2 and any(masks[mask_of[t]][cpu] for t in q)]
 
 
@@ -108,7 +108,7 @@ def test_every_waiting_allowed_thread_is_pulled_as_often():
         for u2 in grid:
             sc.draws[layout.DRAW_PULL, :2] = (u1, u2)
             sc.ctl[layout.PULL_AT] = 0
-            counts[events.pull_one(I, CI, A, sc.draws, sc.ctl, 0)] += 1
+            counts[idle_pull.pull_one(I, CI, A, sc.draws, sc.ctl, 0)] += 1
     assert counts[1] == 0 and counts[3] == 0 and counts[4] == 0  # pinned elsewhere; not the busiest CPU
     share = counts[[0, 2]] / counts.sum()
     assert np.allclose(share, 0.5, atol=0.02), share
@@ -117,17 +117,17 @@ def test_every_waiting_allowed_thread_is_pulled_as_often():
 def test_no_pull_where_the_kernel_may_move_several_threads():
     # 4 threads on CPU 1: newidle's imbalance is 2 there; the policy's idle() balances the domain.
     I, CI, A, sc = _state([[], [0, 1, 2, 3], [4, 5]], [0, 0, 0], [[True] * 3], [0] * 6)
-    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1 and sc.ctl[layout.PULL_AT] == 0
+    assert idle_pull.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1 and sc.ctl[layout.PULL_AT] == 0
 
 
 def test_no_pull_without_the_rule_nor_from_a_cpu_with_one_thread_and_draws_asked_for_when_used_up():
     I, CI, A, sc = _state([[], [0], [1, 2]], [0, 0, 1], [[True] * 3], [0, 0, 0])
-    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1  # CPU 2 is in another domain
+    assert idle_pull.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1  # CPU 2 is in another domain
     I, CI, A, sc = _state([[], [0, 1]], [0, 0], [[True] * 2], [0, 0])
     sc.ctl[layout.PULL_AT] = layout.DRAWS - 1
-    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == events._NO_DRAWS
+    assert idle_pull.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == idle_pull.NO_DRAWS
     sc.ctl[layout.PULL_RULE] = 0
-    assert events.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1
+    assert idle_pull.pull_one(I, CI, A, sc.draws, sc.ctl, 0) == -1
 
 
 def _runs(data):
