@@ -240,6 +240,19 @@ def _interconnect_of(spec: "MachineSpec", node_socket: NDArray[np.int64]) -> Int
                               shared_budget=spec.socket_link_budget == "shared")
 
 
+def _inflight_lines(node_bandwidth: NDArray[np.float64], latency: NDArray[np.float64], node_curve: "LoadedLatencyCurve",
+                    node_cpus: tuple) -> NDArray[np.float64]:
+    """Lines in flight a node's CPUs can keep in the memory system, by Little's law at the top of the node's own
+    loaded-latency curve: at its peak bandwidth ``B`` the curve's latency is ``L0 (1 + a)``, so its cores then held
+    ``B L0 (1 + a) / 64 B`` lines (docs/model.md, "Lines in flight per node"). inf for a node without CPUs."""
+    a = np.broadcast_to(np.asarray(node_curve.a, dtype=float), node_bandwidth.shape)
+    out = np.full(node_bandwidth.shape, np.inf)
+    for j, cpus in enumerate(node_cpus):
+        if len(cpus) and node_bandwidth[j] > 0.0:
+            out[j] = node_bandwidth[j] / 64.0 * latency[j, j] * (1.0 + a[j])
+    return out
+
+
 def _c2c(spec: "MachineSpec", latency: NDArray[np.float64], node_socket: NDArray[np.int64]) -> NDArray[np.float64]:
     """Cache-to-cache (HITM) latency from a reader on node i to a writer's cache on node k, ns.
 
@@ -293,6 +306,7 @@ class Machine:
     cpu_chiplet: NDArray[np.int64] | None  # the chiplet (link to the memory controllers) of each CPU, or None
     cpu_llc: NDArray[np.int64]  # the last-level cache of each CPU (one per node unless cores_per_llc)
     chiplet_bandwidth: NDArray[np.float64]  # bytes/ns each chiplet's link carries (empty: no such links)
+    inflight_lines: NDArray[np.float64]  # per node: lines its CPUs' misses hold in the memory system at most (inf: no limit)
 
     @property
     def stream_mlp(self) -> float:
@@ -426,6 +440,7 @@ class Machine:
             chiplet_bandwidth=(np.full(ncores // spec.cores_per_chiplet, spec.chiplet_gbps)
                                if spec.cores_per_chiplet and spec.chiplet_gbps else np.zeros(0)),
             c2c=_c2c(spec, latency, node_socket),
+            inflight_lines=_inflight_lines(node_bandwidth, latency, node_curve, node_cpus),
             c2c_not_writer_homed=np.where(
                 node_socket[:, None] != node_socket[None, :],
                 (spec.c2c_remote_reader_homed_ns or spec.c2c_remote_ns or 0.0) - (spec.c2c_remote_ns or 0.0), 0.0),

@@ -188,14 +188,72 @@ def lock_waits(group, capacity, service, tau0, n_locks):
 
 
 @njit(cache=True)
+def _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow, node_load, wb_sum):
+    """Thread ``k``'s reads into the flows and node loads, and its write-backs the other way."""
+    per_line = rate[k] * misses[k] * line
+    home = cpu_node[k]
+    for j in range(access.shape[1]):
+        reads = per_line * access[k, j]
+        flow[home, j] += reads  # [i, j]: from node j to node i
+        node_load[j] += reads
+        if has_writes:
+            wb = writes[k] * reads  # write-backs go the other way, to the line's home node
+            flow[j, home] += wb
+            wb_sum[j] += wb
+
+
+@njit(cache=True)
+def _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, throttle):
+    """Max-min sharing of each CPU node's lines in flight (:func:`fixed_point`'s ``inflight``), in place:
+    a thread that would hold more than the node's level runs at the level, ``rate`` and ``throttle``."""
+    t = cpu_node.size
+    for k in range(t):
+        want[k] = rate[k] * misses[k] * occ_lat[k]
+        throttle[k] = 1.0
+    for s in range(inflight.size):
+        cap = inflight[s]
+        if not cap < np.inf:
+            continue
+        m = 0
+        total = 0.0
+        for k in range(t):
+            if cpu_node[k] == s and want[k] > 0.0:
+                held[m] = want[k]
+                total += want[k]
+                m += 1
+        if total <= cap:
+            continue
+        d = np.sort(held[:m])
+        left, level = cap, 0.0
+        for i in range(m):  # water-filling: the smallest keep theirs while the rest fit
+            if d[i] * (m - i) <= left:
+                left -= d[i]
+            else:
+                level = left / (m - i)
+                break
+        for k in range(t):
+            if cpu_node[k] == s and want[k] > level:
+                f = want[k] / level
+                throttle[k] = f
+                rate[k] /= f
+
+
+@njit(cache=True)
 def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_node, extra_link, writes, coherence,
                 chip, chip_bw, lock_group, lock_service, n_locks, base_latency, node_bandwidth, node_port, one_hop, r_ptr, r_idx,
                 r_val, path_len, partner, link_bw, node_a, node_b, link_a, link_b, write_cost, line, tol, max_iter,
-                x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util):
+                x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util, inflight, throttle):
     """The damped iteration of :func:`numasim.sim.perf.solve_rates`, in place: ``x``, ``y`` (the node
     and link multipliers) start at the previous solution and end at this one, and the other
     outputs (rates, latencies, loads, utilisations, the loaded latency matrix, chiplet and
-    lock waits) are those of the last step. Returns the number of steps."""
+    lock waits, and each thread's ``throttle``) are those of the last step. Returns the number of steps.
+
+    ``inflight``: per CPU node, the lines its threads' misses may hold in the memory system at once
+    (inf: no limit). A miss holds one for its loaded latency (memory and interconnect, not the chiplet
+    link), so a thread holds ``rate x misses x latency`` lines (Little's law). When a node's threads
+    would hold more, the lines are shared max-min: threads that would hold fewer than a level keep
+    theirs, the others hold that level each, the level set so that all hold ``inflight``; such a
+    thread's rate falls by the ratio, its ``throttle`` (1: not throttled)."""
     n = node_bandwidth.size
     t = cpu_node.size
     nl = link_bw.size
@@ -209,6 +267,14 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
     tx = np.empty(n)
     ty = np.empty(nl)
     prev_wait = np.zeros(chip_bw.size)
+    has_pool = False
+    for k in range(t):
+        if inflight[cpu_node[k]] < np.inf:
+            has_pool = True
+    occ_lat = np.empty(t)  # each thread's latency while it holds a line in flight
+    want = np.empty(t)
+    held = np.empty(t)
+    throttle[:] = 1.0
     copy_in = np.zeros(n)  # page copies written into each node (extra_link's rows): a port's write direction
     for j in range(n):
         node_load[j] = extra_node[j]
@@ -228,6 +294,9 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
             for j in range(n):
                 acc += access[k, j] * lmat[cpu_node[k], j]
             lat[k] = acc
+        if has_pool:
+            for k in range(t):
+                occ_lat[k] = lat[k]
         for k in range(t):
             stall[k] = coherence[k]
             if n_locks:
@@ -255,16 +324,15 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
         wb_sum[:] = 0.0
         for k in range(t):
             rate[k] = capacity[k] / _tau(compute, misses, lat[k], stall_scale, stall[k], k)
-            per_line = rate[k] * misses[k] * line
-            home = cpu_node[k]
-            for j in range(n):
-                reads = per_line * access[k, j]
-                flow[home, j] += reads  # [i, j]: from node j to node i
-                node_load[j] += reads
-                if has_writes:
-                    wb = writes[k] * reads  # write-backs go the other way, to the line's home node
-                    flow[j, home] += wb
-                    wb_sum[j] += wb
+            if not has_pool:
+                _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow, node_load, wb_sum)
+        if has_pool:
+            _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, throttle)
+            flow[:, :] = 0.0
+            node_load[:] = 0.0
+            wb_sum[:] = 0.0
+            for k in range(t):
+                _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow, node_load, wb_sum)
         for i in range(n):
             for j in range(n):
                 flow[i, j] += extra_link[i, j]

@@ -95,6 +95,7 @@ class RateSolution:
     chiplet_util: NDArray[np.float64]  # per chiplet link
     lock_wait: NDArray[np.float64]  # per lock: ns an op waits for it
     lock_util: NDArray[np.float64]  # per lock: share of the time it is held
+    throttle: NDArray[np.float64]  # per thread: how much its node's lines in flight slow it (1: not at all)
 
 
 def solve_rates(
@@ -107,6 +108,7 @@ def solve_rates(
     node_curve: LoadedLatencyCurve | None = None,
     chiplet_bandwidth: NDArray[np.float64] | None = None,
     node_port: NDArray[np.float64] | None = None,
+    inflight: NDArray[np.float64] | None = None,
     tol: float = 1e-7,
     max_iter: int = 400,
     x0: NDArray[np.float64] | None = None,
@@ -136,6 +138,9 @@ def solve_rates(
     node_port
         Bytes/ns each memory node's port carries in each direction (a CXL device's link:
         reads and copies one way, write-backs the other; inf or default: no port).
+    inflight
+        Lines each CPU node's threads may hold in flight in the memory system (inf or default: no
+        limit); past it the node's threads share them max-min (``RateSolution.throttle``).
     x0, y0
         A starting point (the previous solution), to converge in fewer steps.
     """
@@ -156,6 +161,7 @@ def solve_rates(
     v, traffic, lmat = np.zeros(nl), np.zeros(nl), np.zeros((n, n))
     wait, w = np.zeros(len(chip_bw)), np.zeros(len(chip_bw))
     lock_wait, lock_util = np.zeros(n_locks), np.zeros(n_locks)
+    throttle = np.ones(t)
     it = fixed_point(
         np.asarray(inp.cpu_node, dtype=np.int64), _f(inp.capacity), _f(inp.compute_ns), _f(inp.misses),
         _f(inp.stall_scale), np.ascontiguousarray(inp.access, dtype=float).reshape(t, n), _f(inp.extra_node),
@@ -167,7 +173,8 @@ def solve_rates(
         one_hop, r_ptr, r_idx, r_val, path_len, partner, link_bw,
         _per(ncurve.a, n), _per(ncurve.b, n),
         _per(curve.a, nl), _per(curve.b, nl), float(write_cost), float(LINE), float(tol),
-        int(max_iter), x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util)
+        int(max_iter), x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util,
+        np.full(n, np.inf) if inflight is None else _f(inflight), throttle)
     return RateSolution(
         rate=rate,
         latency=lat,
@@ -185,6 +192,7 @@ def solve_rates(
         chiplet_util=w,
         lock_wait=lock_wait,
         lock_util=lock_util,
+        throttle=throttle,
     )
 
 

@@ -234,6 +234,11 @@ class Rates:
         if lock is not None:
             group = lock[0]
             tau = tau + np.where(group >= 0, self._lock_wait[np.maximum(group, 0)], 0.0)
+        thr = self.r_throttle[tids]
+        if (thr != 1.0).any():  # its node's lines in flight are shared: it waits for room (fixed_point._share_lines)
+            extra = tau * (thr - 1.0)
+            memory = memory + extra
+            tau = tau + extra
         cshare = compute / tau
         ishare = memory * ind / tau
         F = self._F
@@ -249,6 +254,7 @@ class Rates:
         cpu = self.t_cpu[tid]
         shared_rid, private_rid = self.t_shared_rid[tid], self.t_private[tid]
         if (cpu < 0 or shared_rid < 0 or private_rid < 0 or self.t_phase[tid] != WORK or self._has_coherence
+                or self.r_throttle[tid] != 1.0
                 or self._has_lock or self.machine.cpu_chiplet is not None
                 or (self._has_transient and self.p_transient[tid])):
             return False
@@ -345,9 +351,11 @@ class Rates:
             lock_service=None if lock is None else lock[1],
         )
         sol = solve_rates(inp, m.latency, m.node_bandwidth, m.interconnect, m.curve, m.write_cost, m.node_curve,
-                          m.chiplet_bandwidth, m.node_port, x0=self._x, y0=self._y)
+                          m.chiplet_bandwidth, m.node_port, m.inflight_lines, x0=self._x, y0=self._y)
         self.n_solves += 1
         self._x, self._y, self._lmat, self._chiplet_wait = sol.x, sol.y, sol.lmat, sol.chiplet_wait
+        self.r_throttle[:] = 1.0
+        self.r_throttle[act] = sol.throttle
         self._set_lat_local()
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
