@@ -367,7 +367,7 @@ def _cmd_policies(out: Console) -> int:
 def _cmd_machines(out: Console) -> int:
     t = Table(title="machine presets")
     for col in ("name", "nodes", "CPUs", "GHz", "local/remote ns", "GB/s per node", "GB/s per chiplet", "cores per LLC",
-                "stream lines", "description"):
+                "stream lines", "node lines", "description"):
         t.add_column(col)
     for name in preset_names("machines"):
         m = machine_preset(name)
@@ -376,7 +376,7 @@ def _cmd_machines(out: Console) -> int:
                   f"{m.latency[0, 0]:.0f}/{m.latency[0, -1]:.0f}", f"{m.node_bandwidth[0]:g}",
                   f"{m.spec.chiplet_gbps:g} ({m.spec.cores_per_chiplet} cores)" if m.spec.chiplet_gbps else "-",
                   str(m.spec.cores_per_llc or m.spec.cores_per_node), lines,
-                  m.spec.description)
+                  f"{m.inflight_lines[m.cpu_nodes[0]]:.0f}", m.spec.description)
     out.print(t)
     return 0
 
