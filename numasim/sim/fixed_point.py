@@ -203,26 +203,25 @@ def _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow
 
 
 @njit(cache=True)
-def _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, throttle):
+def _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, throttle):
     """Max-min sharing of each CPU node's lines in flight (:func:`fixed_point`'s ``inflight``), in place:
-    a thread that would hold more than the node's level runs at the level, ``rate`` and ``throttle``."""
+    a thread that would hold more than the node's level runs at the level, ``rate`` and ``throttle``.
+    ``want``, ``held`` (per thread) and ``tot`` (per node) are scratch."""
     t = cpu_node.size
+    tot[:] = 0.0
     for k in range(t):
         want[k] = rate[k] * misses[k] * occ_lat[k]
         throttle[k] = 1.0
+        tot[cpu_node[k]] += want[k]
     for s in range(inflight.size):
         cap = inflight[s]
-        if not cap < np.inf:
+        if not tot[s] > cap:  # within its lines (or no limit: inf)
             continue
         m = 0
-        total = 0.0
         for k in range(t):
             if cpu_node[k] == s and want[k] > 0.0:
                 held[m] = want[k]
-                total += want[k]
                 m += 1
-        if total <= cap:
-            continue
         d = np.sort(held[:m])
         left, level = cap, 0.0
         for i in range(m):  # water-filling: the smallest keep theirs while the rest fit
@@ -274,6 +273,7 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
     occ_lat = np.empty(t)  # each thread's latency while it holds a line in flight
     want = np.empty(t)
     held = np.empty(t)
+    tot = np.empty(n)
     throttle[:] = 1.0
     copy_in = np.zeros(n)  # page copies written into each node (extra_link's rows): a port's write direction
     for j in range(n):
@@ -327,7 +327,7 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
             if not has_pool:
                 _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow, node_load, wb_sum)
         if has_pool:
-            _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, throttle)
+            _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, throttle)
             flow[:, :] = 0.0
             node_load[:] = 0.0
             wb_sum[:] = 0.0
