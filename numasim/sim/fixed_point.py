@@ -63,9 +63,10 @@ def _tau(compute, misses, lat, stall_scale, stall, k):
 
 
 @njit(cache=True)
-def link_waits(capacity, compute, misses, stall_scale, line, lat, stall, writes, chip, chip_bw, start, wait, util):
+def link_waits(capacity, compute, misses, stall_scale, line, lat, stall, writes, chip, chip_bw, start, wait, util, throttle):
     """The wait per miss at each chiplet link (ns, into ``wait``) and its utilisation
-    (``util``), at the threads' other latencies ``lat`` and stalls ``stall``.
+    (``util``), at the threads' other latencies ``lat`` and stalls ``stall``, each thread's
+    rate divided by its ``throttle`` (its node's lines in flight, as the step before left them).
 
     A link is an M/D/1 queue: a line's transfer takes ``S = 64 B / bandwidth`` and a miss
     waits ``S q(w)``, ``q(w) = w / (2 (1 - w))``, at utilisation ``w``. Its threads' demand
@@ -92,7 +93,7 @@ def link_waits(capacity, compute, misses, stall_scale, line, lat, stall, writes,
         w[:] = 0.0
         dw[:] = 0.0
         for k in range(t):
-            weight = capacity[k] * misses[k] * line * (1.0 + writes[k])
+            weight = capacity[k] / throttle[k] * misses[k] * line * (1.0 + writes[k])
             tau = _tau(compute, misses, lat[k] + x[chip[k]], stall_scale, stall[k], k)
             w[chip[k]] += weight / tau
             dw[chip[k]] += weight * (misses[k] * stall_scale[k]) / tau**2
@@ -118,7 +119,7 @@ def link_waits(capacity, compute, misses, stall_scale, line, lat, stall, writes,
     util[:] = 0.0
     for k in range(t):
         tau = _tau(compute, misses, lat[k] + x[chip[k]], stall_scale, stall[k], k)
-        util[chip[k]] += capacity[k] * misses[k] * line * (1.0 + writes[k]) / tau
+        util[chip[k]] += capacity[k] / throttle[k] * misses[k] * line * (1.0 + writes[k]) / tau
     for c in range(m):
         util[c] /= chip_bw[c]
         wait[c] = x[c]
@@ -306,7 +307,7 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
         if chip_bw.size:
             prev_wait[:] = wait
             link_waits(capacity, compute, misses, stall_scale, line, lat, stall, writes, chip, chip_bw, prev_wait,
-                       wait, w)
+                       wait, w, throttle)
             for k in range(t):
                 lat[k] += wait[chip[k]]
         if n_locks:
