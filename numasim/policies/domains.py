@@ -28,6 +28,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -246,12 +247,22 @@ def _overlap_groups(tree: _Tree, li: int, runs: list[int], start: int) -> list[f
     return out
 
 
+class _Key(NamedTuple):
+    """One CPU's domain at a level. CPUs whose first four fields agree share one domain."""
+
+    span: Span
+    groups: frozenset[Span]
+    prefer: bool  # prefer_sibling
+    imb: int  # imb_numa_nr
+    gkey: tuple  # the key of its groups in link order (_Keys.built)
+    overlap: bool  # built by build_overlap_sched_groups' walk (its groups may overlap)
+
+
 @dataclass
 class _Keys:
     """One level's per-CPU pass (:func:`_cpu_keys`): what :func:`_assemble` makes domains of."""
 
-    # per CPU: (span, its groups as a set, prefer_sibling, imb_numa_nr, group key, overlapping), None: no domain
-    keys: list[tuple | None]
+    keys: list[_Key | None]  # per CPU, None: no domain
     built: dict[tuple, tuple[list[Span], frozenset[Span]]]  # group key -> the groups in link order, and as a set
     runs_of: dict[Span, tuple[list[int], list[int], int]]  # an overlapping span: its node runs, their starts, period
     first_of: dict[int, int]  # a span's first CPU, by identity
@@ -288,7 +299,7 @@ def _cpu_keys(tree: _Tree, li: int, numa: bool, imb_of, child_numa: list[bool | 
     first_of: dict[int, int] = {}
     runs_of: dict[Span, tuple[list[int], list[int], int]] = {}
     tree_like: dict[int, bool] = {}  # a NUMA span (by identity) whose domains form a tree here (below)
-    keys: list[tuple | None] = []
+    keys: list[_Key | None] = []
     for cpu in range(tree.ncpu):
         span = tree.span(cpu, li)
         below = tree.span(cpu, li - 1) if li > 0 else None
@@ -328,7 +339,7 @@ def _cpu_keys(tree: _Tree, li: int, numa: bool, imb_of, child_numa: list[bool | 
         imb, imb_span = imb_of(cpu)
         nr = imb * max(1, len(span) // imb_span) if numa else imb
         prefer = child_numa[cpu] is False
-        keys.append((span, built[gkey][1], prefer, nr, gkey, numa and not tree_like[id(span)]))
+        keys.append(_Key(span, built[gkey][1], prefer, nr, gkey, numa and not tree_like[id(span)]))
         if id(span) not in first_of:
             first_of[id(span)] = min(span)
     if all(k is None for k in keys):
@@ -341,36 +352,36 @@ def _assemble(tree: _Tree, li: int, lvl: Level, k: _Keys) -> None:
     groups its first CPU links; each CPU's domain and own group; each CPU's order of the groups; balance masks."""
     keys, built = k.keys, k.built
     index: dict[tuple, int] = {}
-    firsts = sorted(((k.first_of[id(key[0])], len(key[0]), cpu) for cpu, key in enumerate(keys) if key is not None))
+    firsts = sorted(((k.first_of[id(key.span)], len(key.span), cpu) for cpu, key in enumerate(keys) if key is not None))
     at_of: list[dict[Span, int]] = []  # per domain: group -> its index
     overlap: list[bool] = []  # per domain: built by build_overlap_sched_groups' walk (its groups may overlap)
     span_of = np.full(len(keys), -1, dtype=np.int64)
     for _, _, cpu in firsts:
         key = keys[cpu]
         assert key is not None
-        dkey = key[:4]
+        dkey = key[:4]  # span, groups, prefer_sibling, imb_numa_nr: one domain
         si = index.get(dkey)
         if si is None:
             si = index[dkey] = len(lvl.spans)
-            lvl.spans.append(np.array(sorted(key[0]), dtype=np.int64))
-            lvl.groups.append([np.array(sorted(g), dtype=np.int64) for g in built[key[4]][0]])
-            at_of.append({g: gi for gi, g in enumerate(built[key[4]][0])})
+            lvl.spans.append(np.array(sorted(key.span), dtype=np.int64))
+            lvl.groups.append([np.array(sorted(g), dtype=np.int64) for g in built[key.gkey][0]])
+            at_of.append({g: gi for gi, g in enumerate(built[key.gkey][0])})
             lvl.group_of.append({})
-            lvl.prefer_sibling.append(key[2])
-            lvl.imb_numa_nr.append(key[3])
-            overlap.append(key[5])
+            lvl.prefer_sibling.append(key.prefer)
+            lvl.imb_numa_nr.append(key.imb)
+            overlap.append(key.overlap)
         span_of[cpu] = si
-        if key[5]:  # its own group: its child domain's span
+        if key.overlap:  # its own group: its child domain's span
             lvl.group_of[si][cpu] = at_of[si][tree.span(cpu, li - 1)]  # type: ignore[index]
     lvl.span_of = span_of
     for si, own_of in enumerate(lvl.group_of):
         if overlap[si]:  # each node run's order, as a CPU of the run links the groups
-            span = keys[next(iter(own_of))][0]  # type: ignore[index]
+            span = keys[next(iter(own_of))].span  # type: ignore[union-attr]
             lvl.starts.append(k.runs_of[span][1])
             lvl.runs.append([])
             lvl.periods[si] = k.runs_of[span][2]
             for cpu in own_of:
-                gkey = keys[cpu][4]  # type: ignore[index]
+                gkey = keys[cpu].gkey  # type: ignore[union-attr]
                 if (si, gkey[1]) not in lvl.orders:
                     lvl.orders[(si, gkey[1])] = tuple(at_of[si][g] for g in built[gkey][0])
             for gi in set(own_of.values()):

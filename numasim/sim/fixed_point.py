@@ -207,8 +207,9 @@ def _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow
 def _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, throttle):
     """Max-min sharing of each CPU node's lines in flight (:func:`fixed_point`'s ``inflight``), in place:
     a thread that would hold more than the node's level runs at the level, ``rate`` and ``throttle``.
-    ``want``, ``held`` (per thread) and ``tot`` (per node) are scratch."""
+    ``want``, ``held`` (per thread) and ``tot`` (per node) are scratch. Returns whether any thread slowed."""
     t = cpu_node.size
+    slowed = False
     tot[:] = 0.0
     for k in range(t):
         want[k] = rate[k] * misses[k] * occ_lat[k]
@@ -236,6 +237,8 @@ def _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, thr
                 f = want[k] / level
                 throttle[k] = f
                 rate[k] /= f
+                slowed = True
+    return slowed
 
 
 @njit(cache=True)
@@ -325,11 +328,9 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
         wb_sum[:] = 0.0
         for k in range(t):
             rate[k] = capacity[k] / _tau(compute, misses, lat[k], stall_scale, stall[k], k)
-            if not has_pool:
-                _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow, node_load, wb_sum)
-        if has_pool:
-            _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, throttle)
-            flow[:, :] = 0.0
+            _add_flows(k, rate, misses, line, cpu_node, access, writes, has_writes, flow, node_load, wb_sum)
+        if has_pool and _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, throttle):
+            flow[:, :] = 0.0  # the flows again, at the rates the lines in flight leave
             node_load[:] = 0.0
             wb_sum[:] = 0.0
             for k in range(t):
