@@ -107,9 +107,9 @@ def why(result: RunResult) -> list[str]:
         node = np.asarray([ts["node_gbps"][i] for i in idx], dtype=float) if ts.get("node_gbps") and idx else None
         rows.append((r, mean("latency_local_ns"), mean("latency_remote_ns"), mean("link_util_max"),
                      float(node.max()) if node is not None and node.size else None, mean("chiplet_util_max"),
-                     mean("lock_util_max"), mean("node_util_max")))
+                     mean("lock_util_max"), mean("node_util_max"), mean("lines_demand_max")))
     base = next((x for x in rows if x[0].label == result.baseline), None)
-    for r, lat_l, lat_r, link, node_peak, chiplet, lock, node_util in rows:
+    for r, lat_l, lat_r, link, node_peak, chiplet, lock, node_util, lines in rows:
         parts = []
         rel = result.relative(r.label)
         if rel is not None and r.label != result.baseline:
@@ -127,6 +127,9 @@ def why(result: RunResult) -> list[str]:
             parts.append(f"the busiest interconnect link is {link:.0%} utilised")
         if chiplet is not None and chiplet > 0:
             parts.append(f"the busiest chiplet link is {chiplet:.0%} utilised")
+        if lines is not None and lines > 1:
+            parts.append(f"the busiest node's threads would keep {lines:.2f}x the lines in flight its memory "
+                         "system holds, so they wait for lines (the limit binds)")
         if lock is not None and lock > 0:
             parts.append(f"the busiest process-wide lock is held {lock:.0%} of the time")
         if parts:

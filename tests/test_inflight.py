@@ -53,6 +53,9 @@ def test_local_streams_saturate_at_the_curves_top_latency_not_beyond():
     assert capped.node_util[0] == pytest.approx(1.0, abs=1e-3)
     assert capped.rate.sum() == pytest.approx(free.rate.sum(), rel=1e-3)  # the same bandwidth
     assert _held(MILAN, inp, capped).sum() == pytest.approx(MILAN.inflight_lines[0], rel=1e-6)
+    # the diagnostic: the lines the threads would hold at their unthrottled rates, over the limit
+    assert capped.lines_demand[0] > 1.0 and capped.lines_demand[1] == 0.0
+    assert free.lines_demand.tolist() == [0.0, 0.0]  # no limit, nothing to report
 
 
 def test_a_latency_bound_thread_keeps_its_line_beside_streams_that_fill_the_node():
@@ -74,8 +77,38 @@ def test_below_the_limit_nothing_changes():
     # 4 streams hold 182 lines of the node's 320: the same solution, bit for bit, with or without it.
     acc = np.tile([0.5, 0.5], (4, 1))
     _, free = _solve(MILAN, acc, np.full(4, 45.5), inflight=False)
-    _, capped = _solve(MILAN, acc, np.full(4, 45.5))
+    inp, capped = _solve(MILAN, acc, np.full(4, 45.5))
     assert np.array_equal(free.rate, capped.rate) and np.all(capped.throttle == 1.0)
+    held = _held(MILAN, inp, capped).sum()
+    assert capped.lines_demand[0] == pytest.approx(held / MILAN.inflight_lines[0], rel=1e-3)
+    assert capped.lines_demand[0] < 1.0
+
+
+def test_the_results_say_when_a_nodes_lines_bind():
+    # 8 streams of 64 lines each on a node whose curve gives it 223 lines: the limit binds, the time
+    # series shows the demand over the limit and the explanation says so; 8 pointer chases do not.
+    from numasim.report import why
+
+    from .conftest import run_small, small_scenario
+
+    def run(mlp):
+        data = small_scenario(
+            workloads={"w": {"base": "stream", "cycles_per_op": 1, "llc_misses_per_op": 1, "mlp": mlp,
+                             "write_fraction": 0.0}},
+            pods=[{"name": "p", "threads": 8, "memory": "256MiB", "profile": "w"}],
+            policies=[{"label": "t", "policy": "numactl", "options": {"cpunodebind": [[0]], "membind": [[0]]}}],
+            duration="1s", warmup="500ms")
+        data["machine"].update(cores_per_node=8)
+        return run_small(data)
+
+    limit = float(machine_preset("pacific-broadwell").inflight_lines[0])
+    bound, chase = run(64.0), run(1.0)
+    demand = bound.run("t").timeseries["lines_demand_max"][-1]
+    assert demand > 1.0
+    assert f"would keep {demand:.2f}x the lines in flight" in " ".join(why(bound))
+    low = chase.run("t").timeseries["lines_demand_max"][-1]
+    assert 0.0 < low < 8.0 / limit * 1.01  # one line each at most, over the node's limit
+    assert "lines in flight" not in " ".join(why(chase))
 
 
 def test_far_misses_hold_their_lines_longer_so_a_full_node_moves_less():

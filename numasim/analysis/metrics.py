@@ -237,6 +237,9 @@ def summarize(trace: Trace, label: str) -> Metrics:
         "node_util_max": [float(row.max()) if row.size else 0.0 for row in s["node_util"][1:]],
         # The busiest chiplet link's utilisation (0 on machines without chiplet links).
         "chiplet_util_max": [float(row.max()) if row.size else 0.0 for row in s["chiplet_util"][1:]],
+        # The lines the busiest CPU node's threads would keep in flight unthrottled, over its limit
+        # (Machine.inflight_lines): above 1 the limit binds and throttles them.
+        "lines_demand_max": [float(row.max()) if row.size else 0.0 for row in s["lines_demand"][1:]],
         # The busiest process-wide lock's share of the time held (0 without locks).
         "lock_util_max": [float(row.max()) if row.size else 0.0 for row in s["lock_util"][1:]],
         # Each interconnect link's traffic in its direction (GB/s), in the order of ``links``.

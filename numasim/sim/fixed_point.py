@@ -245,7 +245,8 @@ def _share_lines(cpu_node, rate, misses, occ_lat, inflight, want, held, tot, thr
 def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_node, extra_link, writes, coherence,
                 chip, chip_bw, lock_group, lock_service, n_locks, base_latency, node_bandwidth, node_port, one_hop, r_ptr, r_idx,
                 r_val, path_len, partner, link_bw, node_a, node_b, link_a, link_b, write_cost, line, tol, max_iter,
-                x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util, inflight, throttle):
+                x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util, inflight, throttle,
+                lines):
     """The damped iteration of :func:`numasim.sim.perf.solve_rates`, in place: ``x``, ``y`` (the node
     and link multipliers) start at the previous solution and end at this one, and the other
     outputs (rates, latencies, loads, utilisations, the loaded latency matrix, chiplet and
@@ -256,7 +257,9 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
     link), so a thread holds ``rate x misses x latency`` lines (Little's law). When a node's threads
     would hold more, the lines are shared max-min: threads that would hold fewer than a level keep
     theirs, the others hold that level each, the level set so that all hold ``inflight``; such a
-    thread's rate falls by the ratio, its ``throttle`` (1: not throttled)."""
+    thread's rate falls by the ratio, its ``throttle`` (1: not throttled). ``lines`` (per node) gets the
+    lines its threads would hold at the last step's unthrottled rates over its limit (0 without a limit):
+    above 1 the limit binds."""
     n = node_bandwidth.size
     t = cpu_node.size
     nl = link_bw.size
@@ -377,6 +380,8 @@ def fixed_point(cpu_node, capacity, compute, misses, stall_scale, access, extra_
             y[k] = math.sqrt(y[k] * ty[k])
         if err < tol:
             break
+    for s in range(n):
+        lines[s] = tot[s] / inflight[s] if has_pool and inflight[s] < np.inf else 0.0
     _path_multiplier(y, one_hop, r_ptr, r_idx, r_val, path_len, ymat)
     for i in range(n):
         for j in range(n):

@@ -281,6 +281,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self._chiplet_wait = np.zeros(len(machine.chiplet_bandwidth))  # ns per miss at each chiplet link
         self.r_throttle = np.ones(nt)  # per thread: how much its node's lines in flight slow it (1: not at all)
         self.r_chiplet_util = np.zeros(len(machine.chiplet_bandwidth))
+        self.r_lines_demand = np.zeros(n)  # per node: lines wanted over its lines in flight (0: no limit)
         self._lock_wait = np.zeros(len(self.proc_tids))  # ns per op waiting for each process's lock
         self.r_lock_util = np.zeros(len(self.proc_tids))  # share of the time each process's lock is held
         self._solve_at = -1  # the instant a solve is pending for

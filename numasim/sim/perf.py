@@ -96,6 +96,7 @@ class RateSolution:
     lock_wait: NDArray[np.float64]  # per lock: ns an op waits for it
     lock_util: NDArray[np.float64]  # per lock: share of the time it is held
     throttle: NDArray[np.float64]  # per thread: how much its node's lines in flight slow it (1: not at all)
+    lines_demand: NDArray[np.float64]  # per node: lines its threads would hold unthrottled / its limit (0: none)
 
 
 def solve_rates(
@@ -162,6 +163,7 @@ def solve_rates(
     wait, w = np.zeros(len(chip_bw)), np.zeros(len(chip_bw))
     lock_wait, lock_util = np.zeros(n_locks), np.zeros(n_locks)
     throttle = np.ones(t)
+    lines = np.zeros(n)
     it = fixed_point(
         np.asarray(inp.cpu_node, dtype=np.int64), _f(inp.capacity), _f(inp.compute_ns), _f(inp.misses),
         _f(inp.stall_scale), np.ascontiguousarray(inp.access, dtype=float).reshape(t, n), _f(inp.extra_node),
@@ -174,7 +176,7 @@ def solve_rates(
         _per(ncurve.a, n), _per(ncurve.b, n),
         _per(curve.a, nl), _per(curve.b, nl), float(write_cost), float(LINE), float(tol),
         int(max_iter), x, y, rate, lat, node_load, flow, u, v, traffic, lmat, wait, w, lock_wait, lock_util,
-        np.full(n, np.inf) if inflight is None else _f(inflight), throttle)
+        np.full(n, np.inf) if inflight is None else _f(inflight), throttle, lines)
     return RateSolution(
         rate=rate,
         latency=lat,
@@ -193,6 +195,7 @@ def solve_rates(
         lock_wait=lock_wait,
         lock_util=lock_util,
         throttle=throttle,
+        lines_demand=lines,
     )
 
 

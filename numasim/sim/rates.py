@@ -360,6 +360,7 @@ class Rates:
         self.r_node_load, self.r_link_load = sol.node_load, sol.link_load
         self.r_node_util, self.r_link_util, self.r_link_traffic = sol.node_util, sol.link_util, sol.link_traffic
         self.r_chiplet_util = sol.chiplet_util
+        self.r_lines_demand = sol.lines_demand
         if lock is not None:
             k = len(sol.lock_wait)
             self._lock_wait[:k], self.r_lock_util[:k] = sol.lock_wait, sol.lock_util

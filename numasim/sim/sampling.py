@@ -130,6 +130,7 @@ class Sampling:
             "link_util": self.r_link_util,
             "link_traffic": self.r_link_traffic,
             "chiplet_util": self.r_chiplet_util,
+            "lines_demand": self.r_lines_demand,
             "lock_util": self.r_lock_util,
             # Mean loaded latency, from the nodes with CPUs, of their own memory and of every other node's
             # (CPU-less ones included: no one reads from a CPU-less node's row), at the last solve (ns).
