@@ -93,17 +93,54 @@ def _memory_system(result: RunResult, colours: dict[str, str]) -> go.Figure:
     return fig.update_layout(**_LAYOUT, height=900, hovermode="x unified")
 
 
+def _window(r) -> list[int]:
+    """The indices of a run's time series samples inside its measurement window."""
+    w0, w1 = r.window_s
+    return [i for i, t in enumerate(r.timeseries.get("time_s", [])) if w0 < t <= w1 + 1e-9]
+
+
+def _window_mean(r, key: str, idx: list[int]) -> float | None:
+    """The mean of a per-sample series over the samples ``idx`` (None if it has no values there)."""
+    ts = r.timeseries
+    vals = [ts[key][i] for i in idx if key in ts and ts[key][i] is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+# What can limit a variant, as the time series name it (docs/results.md): label, series, what 1.0 means.
+_LIMITS = (("CPUs", None, "every CPU busy"),
+           ("memory node", "node_util_max", "the busiest memory node at its bandwidth"),
+           ("interconnect link", "link_util_max", "the busiest link at its bandwidth"),
+           ("chiplet link", "chiplet_util_max", "the busiest chiplet link at its bandwidth"),
+           ("lock", "lock_util_max", "the busiest process-wide lock always held"),
+           ("lines in flight", "lines_demand_max", "the busiest node's threads want all its lines"))
+
+
+def _limits(result: RunResult, colours: dict[str, str]) -> go.Figure:
+    """Each resource that can limit throughput, its use over the measurement window, per variant."""
+    rows = []
+    for name, key, meaning in _LIMITS:
+        vals = [r.cpu_utilisation if key is None else _window_mean(r, key, _window(r)) for r in result.runs]
+        if key is None or any(v for v in vals):  # a resource no variant uses is left out
+            rows.append((name, meaning, [0.0 if v is None else v for v in vals]))
+    fig = go.Figure(layout={**_LAYOUT, "height": 420, "barmode": "group",
+                            "yaxis": {"title": "use (1: saturated; lines: wanted over the limit)"}})
+    for j, r in enumerate(result.runs):
+        fig.add_trace(go.Bar(x=[name for name, _, _ in rows], y=[vals[j] for _, _, vals in rows], name=r.label,
+                             marker_color=colours[r.label], customdata=[meaning for _, meaning, _ in rows],
+                             hovertemplate="%{x}: %{y:.2f} (1: %{customdata})" + _BY_NAME))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
+    return fig
+
+
 def why(result: RunResult) -> list[str]:
     """Sentences that explain the figures, derived from them: locality, latency, bandwidth per variant."""
     out: list[str] = []
     rows = []
     for r in result.runs:
         ts = r.timeseries
-        w0, w1 = r.window_s
-        idx = [i for i, t in enumerate(ts.get("time_s", [])) if w0 < t <= w1 + 1e-9]
+        idx = _window(r)
         def mean(key):
-            vals = [ts[key][i] for i in idx if key in ts and ts[key][i] is not None]
-            return float(np.mean(vals)) if vals else None
+            return _window_mean(r, key, idx)
         node = np.asarray([ts["node_gbps"][i] for i in idx], dtype=float) if ts.get("node_gbps") and idx else None
         rows.append((r, mean("latency_local_ns"), mean("latency_remote_ns"), mean("link_util_max"),
                      float(node.max()) if node is not None and node.size else None, mean("chiplet_util_max"),
@@ -364,7 +401,7 @@ def figures(result: RunResult) -> dict[str, go.Figure]:
     Returns
     -------
     dict of str to plotly.graph_objects.Figure
-        ``summary``, ``pods``, ``timeline``, ``memory``, ``memory_system``, ``over_time`` and
+        ``summary``, ``pods``, ``timeline``, ``memory``, ``memory_system``, ``limits``, ``over_time`` and
         ``latency`` (a figure annotated with :data:`NO_REQUESTS` when there are
         neither latencies nor SLA data).
     """
@@ -372,7 +409,7 @@ def figures(result: RunResult) -> dict[str, go.Figure]:
     colours = dict(zip(labels, _cycle(qualitative.Plotly, len(labels))))
     return {"summary": _summary(result, colours), "pods": _pods(result, colours), "timeline": _timeline(result),
             "memory": _memory(result), "memory_system": _memory_system(result, colours),
-            "over_time": _over_time(result, colours), "latency": _latency(result, colours)}
+            "limits": _limits(result, colours), "over_time": _over_time(result, colours), "latency": _latency(result, colours)}
 
 
 _CAPTIONS = {
@@ -393,6 +430,12 @@ _CAPTIONS = {
                       "variant; hover for its name), and the mean loaded latency of a "
                       "node's own memory (solid) and of the other nodes' (dotted), at the end of each sample "
                       "interval; the shaded band is the warm-up."),
+    "limits": ("What limits each variant", "The use of each resource that can hold throughput back, as the mean "
+               "over the measurement window: the CPUs' utilisation, the busiest memory node's and interconnect "
+               "link's (and chiplet link's, on machines with them), the share of the time the busiest "
+               "process-wide lock is held, and the lines in flight the busiest node's threads would keep over "
+               "the node's limit (docs/model.md). Near 1 (dotted) a resource is saturated; lines above 1 mean the "
+               "threads wait for lines. A resource no variant uses is left out."),
     "over_time": ("Over time", "Each pod's throughput (one line per pod and variant; hover for its name), locality "
                   "and cross-node thread migrations per second in each sample interval of the whole run; the shaded "
                   "band is the warm-up, outside the measurement window."),

@@ -27,7 +27,7 @@ from numasim import report
 
 from .conftest import run_small, small_scenario
 
-KEYS = ["summary", "pods", "timeline", "memory", "memory_system", "over_time", "latency"]
+KEYS = ["summary", "pods", "timeline", "memory", "memory_system", "limits", "over_time", "latency"]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 GIB = 2**30
@@ -93,6 +93,20 @@ def test_figures_show_the_results(result):
     expected = [sum(p.memory_per_node_bytes) / GIB for r in result.runs for p in r.pods]
     np.testing.assert_allclose(totals, expected)
     np.testing.assert_allclose(totals, 2.0, rtol=0.01)
+
+    # What limits each variant: one bar per variant and resource, the window's mean of its series.
+    limits = figs["limits"].data
+    assert [t.name for t in limits] == labels
+    names = list(limits[0].x)
+    assert names[:3] == ["CPUs", "memory node", "interconnect link"] and "chiplet link" not in names  # none here
+    for bars, run in zip(limits, result.runs):
+        w0, w1 = run.window_s
+        idx = [i for i, t in enumerate(run.timeseries["time_s"]) if w0 < t <= w1 + 1e-9]
+        assert bars.y[0] == run.cpu_utilisation
+        assert bars.y[1] == pytest.approx(np.mean([run.timeseries["node_util_max"][i] for i in idx]))
+        assert bars.y[names.index("lines in flight")] == pytest.approx(
+            np.mean([run.timeseries["lines_demand_max"][i] for i in idx]))
+        assert all(0.0 <= y for y in bars.y)
 
     # Over time: each pod's throughput, then each variant's locality and migrations.
     over = figs["over_time"].data
