@@ -384,10 +384,13 @@ def test_interleaving_onto_cxl_adds_its_bandwidth_in_proportion_to_the_weights()
     assert _interleaved([0, 2], {0: 2, 2: 1}) < 0.95 * weighted
 
 
-def _on_cxl(write_fraction: float, **node: Any) -> float:
-    """GB/s four streaming threads of node 0 move to and from a CXL node (reads and write-backs)."""
+def _on_cxl(write_fraction: float, write_cost_one: bool = True, **node: Any) -> float:
+    """GB/s four streaming threads of node 0 move to and from a CXL node (reads and write-backs); a
+    write-back costs the device's memory one read unless ``write_cost_one`` is False (then the
+    preset's own cost, 1.623 reads)."""
     stream = {**STREAMY, "mlp": 32, "cycles_per_op": 1, "write_fraction": write_fraction}
-    data = _one_pod(stream, threads=4, memnode=2, memory_nodes=[{**CXL, "bandwidth_gbps": 8.0, **node}])
+    cost = {"bandwidth_1to1_gbps": 115.8} if write_cost_one else {}  # 1:1 mix = all reads: cost 1
+    data = _one_pod(stream, threads=4, memnode=2, memory_nodes=[{**CXL, "bandwidth_gbps": 8.0, **node}], **cost)
     run = run_small(data).run("n")
     assert run.timeseries["node_util_max"][-1] == pytest.approx(1.0, rel=1e-3)  # saturated: memory or port
     return run.memory_gbps
@@ -402,6 +405,9 @@ def test_a_port_limits_each_direction_so_a_mix_moves_more_than_reads():
     assert _on_cxl(1.0, port_gbps=4.0) == pytest.approx(8.0, rel=0.03)
     # One per two reads: the read direction caps at 4, so 6 in all.
     assert _on_cxl(0.5, port_gbps=4.0) == pytest.approx(6.0, rel=0.03)
+    # With the preset's write cost (1.623 reads a write-back) the device's memory binds before the
+    # port at one write-back per read: reads + 1.623 x writes = 8, so 2 x 8 / 2.623 = 6.1 in all.
+    assert _on_cxl(1.0, write_cost_one=False, port_gbps=4.0) == pytest.approx(2 * 8.0 / 2.623, rel=0.03)
     # Without a port the same node is DRAM-like: the mix moves no more than reads alone.
     assert _on_cxl(1.0) <= _on_cxl(0.0) * 1.001
 
