@@ -39,6 +39,9 @@ BASE_TEXT = yaml.safe_dump(BASE, sort_keys=False)
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n" + BASE_TEXT, [f"more than {MAX_NODES:,} values"]),
     (BASE_TEXT.replace("seed: 1", "seed: &x [*x]"), ["an alias refers to a node that contains it"]),
+    # control characters are refused by YAML's reader, before any parsing (a traceback until session 27)
+    (BASE_TEXT + "description: x\x01\n", ["malformed YAML at line", "#x0001 is not allowed"]),
+    ("name: x\x00\n" + BASE_TEXT, ["malformed YAML at line 1", "#x0000 is not allowed"]),
 ])
 def test_yaml_that_would_exhaust_time_or_memory_is_refused(tmp_path, capsys, text, words):
     path = write(tmp_path, text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 
+import numpy as np
 import pytest
 
 from numasim.cli import main
@@ -251,3 +252,28 @@ def test_an_invalid_imported_machine_is_reported_field_by_field(tmp_path, capsys
 def test_a_missing_input_says_so(tmp_path, capsys):
     code, err = _run(tmp_path, capsys, str(tmp_path / "missing.txt"))
     assert code == 2 and "missing.txt: no such file or directory" in err
+
+
+def test_a_cpu_listed_on_two_nodes_is_refused(tmp_path, capsys):
+    # (session 27's adversarial pass: it was imported as a machine of one core per node)
+    path = tmp_path / "n.txt"
+    path.write_text(NUMACTL.replace("node 1 cpus: 2 3", "node 1 cpus: 1 3"))
+    code, err = _run(tmp_path, capsys, str(path))
+    assert code == 2 and "CPU 1 is listed on NUMA node 0 and on node 1" in err and "Traceback" not in err
+
+
+def test_numactl_without_distances_takes_a_remote_latency_from_the_closest_preset(tmp_path, capsys):
+    # The closest preset (2 sockets of 2 cores: epyc-7351-2s) has a SLIT, not remote_latency_ns: the guess
+    # is the mean of its built remote latencies (a KeyError until session 27).
+    path = tmp_path / "n.txt"
+    path.write_text(NUMACTL.split("node distances:")[0])
+    code, err = _run(tmp_path, capsys, str(path))
+    assert code == 0, err
+    assert "remote_latency_ns: guessed: from the epyc-7351-2s preset (the mean of its remote latencies)" in err
+    import yaml
+
+    from numasim.model.presets import machine_preset
+
+    spec = yaml.safe_load((tmp_path / "m.yaml").read_text())
+    lat = machine_preset("epyc-7351-2s").latency
+    assert spec["remote_latency_ns"] == round(float(lat[~np.eye(len(lat), dtype=bool)].mean()), 1)

@@ -203,7 +203,14 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
     else:
         spec["local_latency_ns"] = guess("local_latency_ns", preset["local_latency_ns"])
         if n > 1 and not dist:
-            spec["remote_latency_ns"] = guess("remote_latency_ns", preset["remote_latency_ns"])
+            if "remote_latency_ns" in preset:
+                spec["remote_latency_ns"] = guess("remote_latency_ns", preset["remote_latency_ns"])
+            else:  # a preset with a latency matrix or a SLIT instead: the mean of its built remote latencies
+                from ..model.presets import machine_preset
+
+                mat = machine_preset(preset_name).latency
+                far = float(mat[~np.eye(len(mat), dtype=bool)].mean())
+                spec["remote_latency_ns"] = guess("remote_latency_ns", round(far, 1), " (the mean of its remote latencies)")
         elif n > 1:
             src["slit"] += "; remote latencies are local_latency_ns x slit / 10"
             warnings.append("latency_ns: remote latencies are derived as local x SLIT / 10, but SLIT is the "

@@ -117,6 +117,15 @@ def _node(node: int, source: str, path: str = "") -> int:
     return node
 
 
+def _put_node(f: "Facts", cpu: int, node: int, source: str, path: str = "") -> None:
+    """Record that ``cpu`` is on ``node``; a CPU listed on two nodes is an error (each CPU is on one)."""
+    known = f.cpu_node.get(cpu)
+    if known is not None and known != node:
+        raise error(source, f"CPU {cpu} is listed on NUMA node {known} and on node {node}: each CPU belongs to "
+                            "exactly one node", path)
+    f.cpu_node[cpu] = node
+
+
 def _parse_numactl(text: str, source: str) -> Facts:
     f = Facts(source, "numactl -H")
     rows: list[list[int]] = []
@@ -126,7 +135,7 @@ def _parse_numactl(text: str, source: str) -> Facts:
         if m := re.fullmatch(r"node (\d+) cpus:(.*)", s):
             node = _node_id(m.group(1), source)
             for cpu in _cpu_ids(m.group(2), source):
-                f.cpu_node[cpu] = node
+                _put_node(f, cpu, node, source)
         elif m := re.fullmatch(r"node (\d+) size: (\d+) MB", s):
             f.node_memory_mb[_node_id(m.group(1), source)] = float(_int(m.group(2), source, "a node size"))
         elif s == "node distances:":
@@ -178,7 +187,7 @@ def _parse_lscpu(text: str, source: str) -> Facts:
         if m := re.fullmatch(r"NUMA node(\d+) CPU\(s\)", key):
             node = _node_id(m.group(1), source)
             for cpu in _cpulist(value, source):
-                f.cpu_node[cpu] = node
+                _put_node(f, cpu, node, source)
         elif key in _LSCPU_KEYS:
             values[_LSCPU_KEYS[key]] = value
     f.model = values.get("model")
@@ -256,7 +265,7 @@ def _cpu_row(f: Facts, cols: dict[str, str], source: str) -> None:
                             "CPU, Core, Socket and Node columns") from None
     _cpu_id(cpu, source)
     if cols.get("node", "") not in ("", "-"):
-        f.cpu_node[cpu] = _node(node, source)
+        _put_node(f, cpu, _node(node, source), source)
     if cols.get("socket", "") not in ("", "-"):
         f.cpu_socket[cpu] = socket
         if cols.get("core", "") not in ("", "-"):
@@ -372,7 +381,7 @@ def _parse_hwloc(text: str, source: str) -> Facts:
         if el.get("type") == "NUMANode" and el.get("cpuset") and el.get("os_index") is not None:
             node = _node(attr(el, "os_index"), source)
             for cpu in _cpuset(el.get("cpuset"), source):
-                f.cpu_node[cpu] = node
+                _put_node(f, cpu, node, source)
     for d in root.iter("distances2"):
         if d.get("type") == "NUMANode" and "Latency" in (d.get("name") or "NUMALatency"):
             n = attr(d, "nbobjs") if d.get("nbobjs") is not None else 0
@@ -411,7 +420,7 @@ def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
             node, what = _node_id(m.group(1), source, path), m.group(2)
             if what == "cpulist":
                 for cpu in _cpulist(text, source, path):
-                    f.cpu_node[cpu] = node
+                    _put_node(f, cpu, node, source, path)
             elif what == "distance":
                 dist[node] = _ints(text, source, "a node distance", path)
                 dist_file[node] = path

@@ -100,7 +100,13 @@ def read_yaml_text(text: str, source: str) -> Any:
     """Parse one YAML document from ``text``, within the limits above."""
     if len(text) > MAX_BYTES:
         raise ScenarioError(Problem("", f"larger than {MAX_BYTES // 2**20} MiB"), source=source)
-    loader = _StrictLoader(text)
+    try:  # the reader refuses control characters as it is made: a YAMLError like the parser's
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ScenarioError(Problem("", f"malformed YAML at line {line}: character #x{exc.character:04x} is not "
+                                        f"allowed ({exc.reason}); YAML takes printable Unicode, tabs and newlines"),
+                            source=source) from None
     try:
         root = loader.get_single_node()
         if root is None:
