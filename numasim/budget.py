@@ -31,6 +31,12 @@ as building them) keep each node's span at each NUMA level: 64 bytes for each CP
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
 session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
 the distances between nodes.
+A pod whose CPU limit is below its threads can be throttled (CFS bandwidth control): every
+change of a CPU's load then recomputes when each limited pod sharing it runs out of quota,
+measured (session 28, 250 and 1,000 one-thread pods of 1m on 8 CPUs) at about 60 us a
+reshare plus 0.5 us per limited thread on the CPU, about 3 reshares a simulated event; the
+estimate's events are already several times a run's (7x here), so 60 us plus 0.5 us per
+limited thread a CPU is added to each (estimated 6.3 and 34 s for those runs' 5.2 and 19 s).
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ REBALANCE_CPU_S_PER_CPU = 1e-5  # a rebalance_period policy's (ESXi's) work at e
 CPU_S_PER_EVENT = 40e-6
 EVENTS_PER_REQUEST = 2.0
 SAMPLE_CPU_S = 4e-4  # per sample, plus SAMPLE_CPU_S_PER_VALUE per sampled value
+QUOTA_CPU_S_PER_EVENT = 6e-5  # with a binding CPU limit: its quota bookkeeping, per event
+QUOTA_CPU_S_PER_LIMITED_THREAD = 5e-7  # and per event, per limited thread a CPU
 SAMPLE_CPU_S_PER_VALUE = 5e-7
 SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
 SAMPLE_BYTES = 4096  # per sample, whatever its size
@@ -84,8 +92,12 @@ class Estimate:
 
     def describe(self) -> str:
         plural = "s" if self.runs != 1 else ""
-        return (f"{self.runs} simulation{plural}, about {self.events:,.0f} events, {_duration(self.cpu_seconds)} of CPU "
-                f"in all, up to {self.run_memory_bytes / 2**20:,.0f} MiB per simulation")
+        return (f"{self.runs} simulation{plural}, about {_count(self.events)} events, {_duration(self.cpu_seconds)} of CPU "
+                f"in all, up to {_bytes(self.run_memory_bytes)} per simulation")
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}" if n < 1e12 else f"{n:.1e}"
 
 
 def _duration(seconds: float) -> str:
@@ -93,7 +105,15 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:,.1f} h"
+    if seconds < 3.6e6:
+        return f"{seconds / 3600:,.1f} h"
+    years = seconds / (365.25 * 86400)
+    return f"{years:,.1f} years" if years < 100 else f"{years:,.0f} years" if years < 1e6 else "over a million years"
+
+
+def _bytes(n: float) -> str:
+    mib = n / 2**20
+    return f"{mib:,.0f} MiB" if mib < 2**20 else f"{mib / 2**20:,.0f} TiB" if mib < 2**40 else "over a million TiB"
 
 
 def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | None, with_sla: bool) -> Estimate:
@@ -113,6 +133,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     runs = 0
     sample_s = 0.0
     balancer_s = 0.0
+    quota_s = 0.0
     for v in variants:
         machine = scenario.machine_of(v)
         pods = scenario.pods_of(v)
@@ -134,6 +155,10 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         n = spec.replications
         runs += n
         events += (n * dur_s + ladder_s) * per_s
+        limited = sum(p.replicas * k for p, k in zip(pods, pod_threads) if p.cpus < k)
+        if limited:
+            quota_s += (n * dur_s + ladder_s) * per_s * (
+                QUOTA_CPU_S_PER_EVENT + QUOTA_CPU_S_PER_LIMITED_THREAD * limited / machine.n_cpus)
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         n_nodes = machine.n_nodes
@@ -146,7 +171,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
         memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0 + _domain_bytes(machine)
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
-    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s,
+    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s + quota_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
 
 

@@ -224,7 +224,7 @@ def _current(data: dict[str, Any], path: str, default: float) -> float:
     for part in path.split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and (part.isascii() and part.isdigit()) and int(part) < len(node):
             node = node[int(part)]
         else:
             return default

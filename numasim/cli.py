@@ -34,6 +34,19 @@ from .cli_tools import (_cmd_calibrate, _cmd_compare, _cmd_k8s, _cmd_machine, _c
 __all__ = ["main"]
 
 
+def _workers(text: str) -> int:
+    """``--workers``: 0 (one per CPU) up to runner.MAX_WORKERS processes."""
+    from .runner import MAX_WORKERS
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
+    if not 0 <= n <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be 0 (one per CPU) to {MAX_WORKERS}, got {text[:40]}")
+    return n
+
+
 def _import_parser(sub, name: str, about: str, **kwargs) -> argparse.ArgumentParser:
     """``numasim NAME import``: a command group ``NAME`` whose one subcommand is ``import``."""
     group = sub.add_parser(name, help=about)
@@ -75,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="add a variant running a policy class from a Python file (or package.module:CLASS), "
                         "labelled by its name; repeatable; no packaging needed")
     r.add_argument("--machine", metavar="FILE_OR_PRESET", help="replace the scenario's machine: a preset name or a machine file (numasim machine import writes one); --set machine.* still applies")
-    r.add_argument("--workers", type=int, default=0, help="processes for policy variants (default: one per CPU)")
+    r.add_argument("--workers", type=_workers, default=0, help="processes for policy variants (default: one per CPU)")
     r.add_argument("--max-work", type=float, default=DEFAULT_MAX_WORK_S, metavar="SECONDS",
                    help=f"refuse a run estimated to take more CPU seconds in all (default {DEFAULT_MAX_WORK_S:g}; "
                         "numasim validate shows the estimate)")
@@ -102,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                     "band. Example: numasim validation --only mlc-2to1-vs-reads-clx --json validation.json")
     val.add_argument("--only", action="append", metavar="ID", help="run only this case; repeatable")
     val.add_argument("--json", metavar="FILE", help="write the results as JSON ({cases: [...], mape_pct})")
-    val.add_argument("--workers", type=int, default=0, help="processes (default: one per CPU)")
+    val.add_argument("--workers", type=_workers, default=0, help="processes (default: one per CPU)")
     val.add_argument("--list", action="store_true", help="list the cases and exit")
 
     imp = _import_parser(
@@ -156,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--seed", type=int, help="random seed of the simulations (default: the scenario's)")
     sw.add_argument("--out", required=True, metavar="FILE.parquet", help="the results; rerunning resumes from it")
     sw.add_argument("--scheduler", metavar="ADDRESS", help="an existing dask.distributed scheduler (default: a local cluster)")
-    sw.add_argument("--workers", type=int, default=0, help="local worker processes (default: one per CPU)")
+    sw.add_argument("--workers", type=_workers, default=0, help="local worker processes (default: one per CPU)")
     sw.add_argument("--quiet", action="store_true", help="no progress display")
 
     cal = sub.add_parser(
@@ -180,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field first")
     cal.add_argument("--replications", type=int, metavar="N", help="seeds per run (default: the scenario's)")
     cal.add_argument("--max-evaluations", type=int, default=40, metavar="N", help="at most this many runs (default 40)")
-    cal.add_argument("--workers", type=int, default=0, help="processes for the variants of each run (default: one per CPU)")
+    cal.add_argument("--workers", type=_workers, default=0, help="processes for the variants of each run (default: one per CPU)")
     cal.add_argument("--json", metavar="FILE", help='write {"fitted": {PATH: value}, "ci", "targets", "error_before_pct", '
                                                    '"error_after_pct", "leave_one_out", "overrides"}')
 

@@ -121,8 +121,6 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
                                                                       "--grid PATH=V1,V2,..."))
         grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
     ranges = _spans(args.range, "--range")
-    if args.workers < 0:
-        raise ScenarioError(Problem("--workers", "must be 0 (one per CPU) or more"))
     frame = sweep(args.scenario, grid or None, args.sample, ranges or None, policies=args.policy, sets=args.set,
                   out=args.out, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
                   sample_seed=args.sample_seed, quiet=args.quiet)

@@ -39,6 +39,8 @@ BASE_TEXT = yaml.safe_dump(BASE, sort_keys=False)
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n" + BASE_TEXT, [f"more than {MAX_NODES:,} values"]),
     (BASE_TEXT.replace("seed: 1", "seed: &x [*x]"), ["an alias refers to a node that contains it"]),
+    # counted as composed: refused at the first value past the limit, not after building millions
+    ("description: [" + "0," * MAX_NODES + "0]\n" + BASE_TEXT, [f"more than {MAX_NODES:,} values: a scenario or machine file"]),
     # control characters are refused by YAML's reader, before any parsing (a traceback until session 27)
     (BASE_TEXT + "description: x\x01\n", ["malformed YAML at line", "#x0001 is not allowed"]),
     ("name: x\x00\n" + BASE_TEXT, ["malformed YAML at line 1", "#x0000 is not allowed"]),
@@ -89,6 +91,8 @@ def test_a_boolean_field_still_takes_true(tmp_path, capsys):
     ("0-999999999", "CPU 44 is outside"),
     ("1-99:2", "CPU 45 is outside"),
     ("9" * 40, "malformed cpulist item"),
+    ("\u0663", "malformed cpulist item"),  # ARABIC-INDIC DIGIT THREE: int() takes it, the kernel does not
+    ("0-\uff17", "malformed cpulist item"),  # a fullwidth 7
 ])
 def test_cpulists_are_checked_against_the_machine_before_they_are_built(text, message):
     with pytest.raises(ValueError, match=message):
@@ -136,6 +140,23 @@ def test_the_budget_is_a_flag_and_validate_shows_the_estimate(tmp_path, capsys):
     expect_error(capsys, ["run", p, "--quiet", "--max-work", "-1"], "--max-work", None, "positive")
     assert main(["validate", str(p)]) == 0
     assert "estimated cost: " in capsys.readouterr().out
+
+
+def test_an_absurd_estimate_reads_as_words_not_digits():
+    from numasim.budget import Estimate
+
+    text = Estimate(runs=3, events=4.2e31, cpu_seconds=1e30, run_memory_bytes=5e40).describe()
+    assert text == "3 simulations, about 4.2e+31 events, over a million years of CPU in all, up to over a million TiB per simulation"
+    text = Estimate(runs=1, events=1234.4, cpu_seconds=4e7, run_memory_bytes=3 * 2**40).describe()
+    assert text == "1 simulation, about 1,234 events, 1.3 years of CPU in all, up to 3 TiB per simulation"
+
+
+def test_the_estimate_limits_cpu_quota_bookkeeping_only_where_a_limit_binds(tmp_path):
+    base = {"name": "tiny", "replicas": 200, "threads": 1, "memory": "16MiB", "profile": "cpu-bound"}
+    free = from_dict({**BASE, "pods": [base]})
+    capped = from_dict({**BASE, "pods": [{**base, "cpu_limit": "10m"}]})
+    cost = [estimate(s, list(s.variants), None, False) for s in (free, capped)]
+    assert cost[0].events == cost[1].events and cost[1].cpu_seconds > 1.5 * cost[0].cpu_seconds
 
 
 def test_the_estimate_errs_high_on_the_reference_scenario():
@@ -605,6 +626,17 @@ def test_a_machine_file_that_is_empty_or_wrong_is_blamed_for_itself(tmp_path, ca
     ("policies.1={policy: esxi, options: {quantum: 1ns}}", "policies[1].options.quantum", ["at least 100us"]),
     ("machine.loaded_latency=[[1,300],[115,100]]", "machine", ["latency must rise with bandwidth"]),
     ("machine.latency_ns=[[5,6],[7]]", "machine", ["square matrix"]),
+    # Bounds that keep every duration a finite number of nanoseconds (they failed mid-run, unnamed).
+    ("policies.0.options={numa_balancing: true, fault_us: 1.0e+308}", "policies[0].options.fault_us", ["less than or equal to 1000000"]),
+    ("policies.0.options={numa_balancing: true, scan_period_max_ms: 1.0e+308}", "policies[0].options.scan_period_max_ms",
+     ["less than or equal to 86400000"]),
+    ("policies.0.options={numa_balancing: true, scan_size_mb: 1.0e+308}", "policies[0].options.scan_size_mb", ["less than or equal"]),
+    ("policies.0.options={sched_latency_ms: 1.0e+308}", "policies[0].options.sched_latency_ms", ["less than or equal to 1000"]),
+    ("policies.0.options={migrate_copy_gbps: 1.0e-300}", "policies[0].options.migrate_copy_gbps", ["greater than or equal to 0.001"]),
+    ("policies.1.options={preferred: []}", "policies[1].options", ["preferred: give at least one node id"]),
+    ("workloads={w: {cycles_per_op: 5.0e-324, llc_misses_per_op: 0}}", "workloads.w.cycles_per_op", ["greater than or equal to 0.001"]),
+    ("pods.1={name: jbb-1, threads: 1, memory: 1GB, profile: cpu-bound}", "pods[1].name",
+     ["also the name of replica 1 of pods[0]", "replicas 2"]),
 ])
 def test_values_that_would_stall_or_be_ignored_are_refused(tmp_path, capsys, setting, path, words):
     p = scenario(tmp_path)

@@ -139,3 +139,33 @@ def test_wrong_shapes_in_the_kubelet_configuration_are_refused(tmp_path, capsys,
     cfg.write_text("kind: KubeletConfiguration\n" + config)
     err = _refused(tmp_path, capsys, K8S / "pods.json", "--kubelet-config", str(cfg))
     assert f"{cfg}: {words}" in err
+
+
+def test_an_integer_too_long_to_convert_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "pods.json"
+    bad.write_text('{"kind": "List", "items": [], "x": ' + "9" * 100_000 + "}")
+    out = tmp_path / "o.yaml"
+    code = main(["k8s", "import", str(bad), "--machine", "cascadelake-8280", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "not the JSON of kubectl get pods -o json" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_pods_not_bound_to_a_node_are_left_out_or_imported_together(tmp_path, capsys):
+    data = json.loads((K8S / "pods.json").read_text())
+    data["items"][0]["spec"]["nodeName"] = None  # a Pending pod the scheduler has not bound yet
+    src = tmp_path / "pods.json"
+    src.write_text(json.dumps(data))
+    out = tmp_path / "o.yaml"
+    assert main(["k8s", "import", str(src), "--machine", "cascadelake-8280", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    sc = yaml.safe_load(out.read_text())
+    assert sc["name"] == "worker-1" and "1 pods are not bound to a node yet" in err and "pods run on 2 nodes" in err
+    for pod in data["items"]:
+        pod["spec"].pop("nodeName", None)  # a manifest: nothing bound
+    src.write_text(json.dumps(data))
+    out.unlink()
+    assert main(["k8s", "import", str(src), "--machine", "cascadelake-8280", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    sc = yaml.safe_load(out.read_text())
+    assert sc["name"] == "unscheduled" and "no pod is bound to a node" in err and "None" not in out.read_text()

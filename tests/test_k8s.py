@@ -91,6 +91,29 @@ def test_a_throttled_pod_never_exceeds_its_quota():
     assert pod.cpu_seconds == pytest.approx(1.5 * 2.0, rel=0.03)  # 1.5 CPUs over the 2 s window
 
 
+def _quota_timers(monkeypatch, pods: int) -> tuple[int, list]:
+    from numasim.sim.quota import Bandwidth
+
+    fired = []
+    timer = Bandwidth._quota_timer
+    monkeypatch.setattr(Bandwidth, "_quota_timer", lambda self, gen: (fired.append(gen), timer(self, gen))[1])
+    data = small_scenario(
+        pods=[{"name": "tiny", "replicas": pods, "threads": 1, "cpu_limit": "20m", "memory": "16MiB", "profile": "cpu-bound"}],
+        policies=[{"label": "k8s", "policy": "k8s"}], duration="1s", warmup="500ms")
+    res = numasim.run(numasim.from_dict(data), workers=1, quiet=True, with_sla=False)
+    return len(fired), res.traces["k8s"].quota_log
+
+
+def test_many_limited_pods_on_a_cpu_cost_quota_timers_linear_in_the_pods(monkeypatch):
+    # Each throttle reshares its CPU and moves every other limited pod's due time there; one
+    # timer at the earliest due keeps that a number, not an event per pod (quadratic until session 28).
+    small, log_small = _quota_timers(monkeypatch, 40)
+    large, log_large = _quota_timers(monkeypatch, 160)
+    for log in (log_small, log_large):
+        assert log and all(used <= 0.02 * 100e6 * (1 + 1e-9) + 1.0 for _s, _p, used in log)
+    assert small > 40 and large < 6 * small  # 4x the pods: about 4x the timers (16x were it quadratic)
+
+
 def test_a_limit_at_or_above_the_threads_never_throttles():
     data = small_scenario(
         pods=[{"name": "free", "threads": 2, "cpu_limit": 2, "memory": "256MiB", "profile": "cpu-bound"}],

@@ -53,6 +53,7 @@ def test_a_scenario_names_a_file_relative_to_itself_and_a_module(tmp_path, monke
     (None, "missing.py:X", "no file"),
     ("def broken(:\n", "bad.py:X", "failed to load: SyntaxError"),
     ("class X:\n    pass\n", "notpolicy.py:X", "X is not a numasim Policy subclass"),
+    ("raise SystemExit(0)\n", "exits.py:X", "failed to load: SystemExit: 0"),  # not a silent exit 0
     (None, "nosuchmodule_xyz:Thing", "failed to load: ModuleNotFoundError"),
     ("from numasim import Policy\nclass P(Policy):\n    name = 'p'\n", "noplace.py:P",
      "P does not implement place()"),

@@ -34,7 +34,7 @@ def _read_text(path: Path) -> str:
         raise error(str(path), f"cannot be read: {exc.strerror or exc}") from None
 
 
-_SYSFS = re.compile(r"(node/node\d+/(cpulist|distance|meminfo)|cpu/cpu\d+/(topology/(physical_package_id|core_id)"
+_SYSFS = re.compile(r"(node/node[0-9]+/(cpulist|distance|meminfo)|cpu/cpu[0-9]+/(topology/(physical_package_id|core_id)"
                     r"|cpufreq/cpuinfo_max_freq))$")
 
 
@@ -102,7 +102,7 @@ def parse(path: str | os.PathLike[str]) -> Facts:
         return _parse_hwloc(text, source)
     if "Intel(R) Memory Latency Checker" in text or "Measuring idle latencies" in text:
         return _parse_mlc(text, source)
-    if re.search(r"^available: \d+ nodes", text, re.M) or "node distances:" in text:
+    if re.search(r"^available: [0-9]+ nodes", text, re.M) or "node distances:" in text:
         return _parse_numactl(text, source)
     if re.search(r"^# CPU,", text, re.M):
         return _parse_lscpu_p(text, source)

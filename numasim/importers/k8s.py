@@ -39,7 +39,7 @@ def _bytes(q: Any, source: str, path: str) -> int:
 
     text = str(q).strip()
     try:
-        if re.fullmatch(r"\d+(\.\d+)?([eE]\d+)?", text):
+        if re.fullmatch(r"[0-9]+(\.[0-9]+)?([eE][0-9]+)?", text):
             return int(float(text))
         return int(parse_size(text))
     except (ValueError, OverflowError):
@@ -87,8 +87,8 @@ def _read_json(path: str) -> Any:
         return json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise _error(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise _error(path, "", f"not the JSON of kubectl get pods -o json: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # malformed JSON, bad UTF-8, an integer of over 4,300 digits
+        raise _error(path, "", f"not the JSON of kubectl get pods -o json: {str(exc)[:200]}") from None
 
 
 def _pod_resources(pod: dict, source: str, where: str) -> dict[str, Any]:
@@ -214,11 +214,18 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
         if not nodes:
             raise _error(pods_path, "", "no running or pending pods (outside the excluded namespaces)")
         node = nodes.most_common(1)[0][0]
-        if len(nodes) > 1:
-            warnings.append(f"pods run on {len(nodes)} nodes; importing node {node!r} ({nodes[node]} pods); "
+        if node is None:  # not bound yet (Pending): unless no pod is, take the busiest node
+            node = max((n for n in nodes if n is not None), key=lambda n: nodes[n], default=None)
+        if None in nodes:
+            if node is None:
+                warnings.append(f"no pod is bound to a node (spec.nodeName); importing all {nodes[None]} as one node")
+            else:
+                warnings.append(f"{nodes[None]} pods are not bound to a node yet (no spec.nodeName) and are left out")
+        if (n_bound := len(nodes) - (None in nodes)) > 1:
+            warnings.append(f"pods run on {n_bound} nodes; importing node {node!r} ({nodes[node]} pods); "
                             "choose another with --node")
     elif node not in nodes:
-        raise _error(pods_path, "--node", f"no pods on node {node!r}; nodes: {', '.join(sorted(str(n) for n in nodes))}")
+        raise _error(pods_path, "--node", f"no pods on node {node!r}; nodes: {', '.join(sorted(str(n) for n in nodes if n is not None))}")
     groups: dict[tuple, dict[str, Any]] = {}
     for k, pod in pods:
         if (pod.get("spec") or {}).get("nodeName") != node:
@@ -267,8 +274,9 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
         options, notes = _kubelet_options(kubelet_path, _machine_nodes(machine))
         warnings += notes
     scenario = {
-        "name": _NAME.sub("-", str(node))[:80] or "node",
-        "description": f"pods of node {node} from {Path(pods_path).name}"
+        "name": _NAME.sub("-", str(node if node is not None else "unscheduled"))[:80] or "node",
+        "description": f"pods of node {node} from {Path(pods_path).name}" if node is not None
+                       else f"pods not bound to a node, from {Path(pods_path).name}"
                        + (f" with the kubelet configuration {Path(kubelet_path).name}" if kubelet_path else ""),
         "machine": machine,
         "pods": out_pods,

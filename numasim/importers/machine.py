@@ -173,7 +173,7 @@ def import_machine(paths: list[str], name: str | None = None) -> tuple[dict[str,
         warnings.append(f"{field_name}: {src[field_name]}")
         return value
 
-    base = re.search(r"@\s*([\d.]+)\s*GHz", m.get("model") or "")
+    base = re.search(r"@\s*([0-9.]+)\s*GHz", m.get("model") or "")
     if base:
         spec["frequency_ghz"] = float(base.group(1))
         src["frequency_ghz"] = f"imported: {origin['model']} (the base frequency in the model name)"

@@ -58,10 +58,10 @@ def error(source: str, message: str, path: str = "") -> ScenarioError:
 def _int(text: str, source: str, what: str, path: str = "", signed: bool = False) -> int:
     """A whole number (at most 30 digits) or an error naming ``what`` it should have been."""
     t = text.strip()
-    if re.fullmatch(r"\d{31,}", t):
+    if re.fullmatch(r"[0-9]{31,}", t):
         raise error(source, f"{what} is {t[:20]}... ({len(t):,} digits): expected a whole number of at most 30 digits",
                     path)
-    if not re.fullmatch(r"-?\d{1,30}" if signed else r"\d{1,30}", t):
+    if not re.fullmatch(r"-?[0-9]{1,30}" if signed else r"[0-9]{1,30}", t):
         raise error(source, f"{what} is {t[:40]!r}: expected a whole number", path)
     return int(t)
 
@@ -94,7 +94,7 @@ def _cpulist(text: str, source: str, path: str = "") -> list[int]:
         item = item.strip()
         if not item:
             continue
-        m = re.fullmatch(r"(\d{1,30})(?:-(\d{1,30}))?", item)
+        m = re.fullmatch(r"([0-9]{1,30})(?:-([0-9]{1,30}))?", item)
         if not m:
             raise error(source, f"malformed CPU list item {item[:40]!r}: expected CPU ids and ranges such as 0-3,8,10-11",
                         path)
@@ -132,15 +132,15 @@ def _parse_numactl(text: str, source: str) -> Facts:
     in_dist = False
     for line in text.splitlines():
         s = line.strip()
-        if m := re.fullmatch(r"node (\d+) cpus:(.*)", s):
+        if m := re.fullmatch(r"node ([0-9]+) cpus:(.*)", s):
             node = _node_id(m.group(1), source)
             for cpu in _cpu_ids(m.group(2), source):
                 _put_node(f, cpu, node, source)
-        elif m := re.fullmatch(r"node (\d+) size: (\d+) MB", s):
+        elif m := re.fullmatch(r"node ([0-9]+) size: ([0-9]+) MB", s):
             f.node_memory_mb[_node_id(m.group(1), source)] = float(_int(m.group(2), source, "a node size"))
         elif s == "node distances:":
             in_dist = True
-        elif in_dist and (m := re.fullmatch(r"(\d+):((?:\s+\d+)+)", s)):
+        elif in_dist and (m := re.fullmatch(r"([0-9]+):((?:\s+[0-9]+)+)", s)):
             rows.append(_ints(m.group(2), source, "a node distance"))
     if rows:
         _square(rows, source, "node distances")
@@ -161,14 +161,14 @@ _LSCPU_KEYS = {
 
 def _number(text: str, source: str, what: str) -> float:
     """A finite number, such as lscpu's '3600.0000', or an error naming ``what`` it should have been."""
-    if not re.fullmatch(r"\d{1,30}(\.\d{0,30})?", text.strip()):
+    if not re.fullmatch(r"[0-9]{1,30}(\.[0-9]{0,30})?", text.strip()):
         raise error(source, f"{what} is {text.strip()[:40]!r}: expected a number such as 3600.0000")
     return float(text)
 
 
 def _cache_kib(value: str) -> tuple[float, int | None] | None:
     """'1024K', '1 MiB', '28 MiB (28 instances)' -> (KiB per instance, instances if said)."""
-    m = re.match(r"(\d{1,30}(?:\.\d{1,30})?)\s*([KMG])?i?B?\s*(?:\((\d{1,9}) instances?\))?", value.strip())
+    m = re.match(r"([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([KMG])?i?B?\s*(?:\(([0-9]{1,9}) instances?\))?", value.strip())
     if not m:
         return None
     size = float(m.group(1)) * {"K": 1, "M": 1024, "G": 1024**2, None: 1 / 1024}[m.group(2)]
@@ -184,7 +184,7 @@ def _parse_lscpu(text: str, source: str) -> Facts:
         if not sep:
             continue
         key, value = key.strip(), value.strip()
-        if m := re.fullmatch(r"NUMA node(\d+) CPU\(s\)", key):
+        if m := re.fullmatch(r"NUMA node([0-9]+) CPU\(s\)", key):
             node = _node_id(m.group(1), source)
             for cpu in _cpulist(value, source):
                 _put_node(f, cpu, node, source)
@@ -192,7 +192,7 @@ def _parse_lscpu(text: str, source: str) -> Facts:
             values[_LSCPU_KEYS[key]] = value
     f.model = values.get("model")
     for key, attr in (("sockets", "sockets"), ("threads", "threads_per_core")):
-        if values.get(key, "").isdigit():
+        if re.fullmatch(r"[0-9]{1,9}", values.get(key, "")):
             setattr(f, attr, int(values[key]))
     if "max_mhz" in values:
         f.max_mhz = _number(values["max_mhz"], source, "CPU max MHz")
@@ -201,7 +201,7 @@ def _parse_lscpu(text: str, source: str) -> Facts:
     if "l2" in values and (l2 := _cache_kib(values["l2"])):
         f.l2_kib = l2[0]
     if "l3" in values and (l3 := _cache_kib(values["l3"])):
-        sockets = int(values["sockets"]) if values.get("sockets", "").isdigit() else None
+        sockets = int(values["sockets"]) if re.fullmatch(r"[0-9]{1,9}", values.get("sockets", "")) else None
         # Per socket: the instance size times the instances per socket (AMD has one per CCX).
         per_socket = l3[0] * (l3[1] // sockets if l3[1] and sockets and l3[1] % sockets == 0 else 1)
         f.l3_mib = per_socket / 1024
@@ -229,7 +229,7 @@ def _parse_lscpu_p(text: str, source: str) -> Facts:
             levels = name.split(":")
             if "l3" in levels:
                 ids = value.split(":")
-                if len(ids) == len(levels) and ids[levels.index("l3")].strip().isdigit():
+                if len(ids) == len(levels) and re.fullmatch(r"[0-9]{1,9}", ids[levels.index("l3")].strip()):
                     l3_ids.add(int(ids[levels.index("l3")]))
     if l3_ids:
         f.l3_instances = len(l3_ids)
@@ -272,17 +272,17 @@ def _cpu_row(f: Facts, cols: dict[str, str], source: str) -> None:
             f.cpu_core[cpu] = (socket, core)
 
 
-_NUM = r"\d{1,30}(?:\.\d{1,30})?"  # a number in MLC's output
+_NUM = r"[0-9]{1,30}(?:\.[0-9]{1,30})?"  # a number in MLC's output
 
 
 def _matrix_after(lines: list[str], start: int) -> tuple[list[list[float]], int]:
     """The 'Numa node' matrix that follows line ``start``: rows of '<node> v v v'."""
     rows: list[list[float]] = []
     i = start
-    while i < len(lines) and not re.match(r"\s*Numa node\s+\d", lines[i]):
+    while i < len(lines) and not re.match(r"\s*Numa node\s+[0-9]", lines[i]):
         i += 1
     i += 1
-    while i < len(lines) and (m := re.fullmatch(rf"\s*\d+((?:\s+{_NUM})+)\s*", lines[i])):
+    while i < len(lines) and (m := re.fullmatch(rf"\s*[0-9]+((?:\s+{_NUM})+)\s*", lines[i])):
         rows.append([float(x) for x in m.group(1).split()])
         i += 1
     return rows, i
@@ -295,7 +295,7 @@ def _hitm_matrix(lines: list[str], start: int) -> float | None:
     while i < len(lines) and not lines[i].strip().startswith("Writer Numa Node"):
         i += 1
     i += 1
-    while i < len(lines) and (m := re.fullmatch(rf"\s*\d+((?:\s+(?:{_NUM}|-))+)\s*", lines[i])):
+    while i < len(lines) and (m := re.fullmatch(rf"\s*[0-9]+((?:\s+(?:{_NUM}|-))+)\s*", lines[i])):
         vals += [float(x) for x in m.group(1).split() if x != "-"]
         i += 1
     return float(np.mean(vals)) if vals else None
@@ -314,7 +314,7 @@ def _parse_mlc(text: str, source: str) -> Facts:
         elif re.match(r"Inject\s+Latency\s+Bandwidth", s):
             pts = []
             for row in lines[i + 1:]:
-                if m := re.fullmatch(rf"\s*\d+\s+({_NUM})\s+({_NUM})\s*", row):
+                if m := re.fullmatch(rf"\s*[0-9]+\s+({_NUM})\s+({_NUM})\s*", row):
                     pts.append((float(m.group(2)) / 1000, float(m.group(1))))
                 elif row.strip() and not row.strip().startswith(("Delay", "=")):
                     break
@@ -416,7 +416,7 @@ def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
     dist_file: dict[int, str] = {}
     files = {path: text.replace("\x00", "") for path, text in files.items()}  # some kernels end cpulist with a NUL
     for path, text in files.items():
-        if m := re.search(r"node/node(\d+)/(cpulist|distance|meminfo)$", path):
+        if m := re.search(r"node/node([0-9]+)/(cpulist|distance|meminfo)$", path):
             node, what = _node_id(m.group(1), source, path), m.group(2)
             if what == "cpulist":
                 for cpu in _cpulist(text, source, path):
@@ -424,16 +424,16 @@ def _parse_sysfs(files: dict[str, str], source: str) -> Facts:
             elif what == "distance":
                 dist[node] = _ints(text, source, "a node distance", path)
                 dist_file[node] = path
-            elif mm := re.search(r"MemTotal:\s+(\d+) kB", text):
+            elif mm := re.search(r"MemTotal:\s+([0-9]+) kB", text):
                 f.node_memory_mb[node] = _int(mm.group(1), source, "MemTotal", path) / 1024
-        elif m := re.search(r"cpu/cpu(\d+)/topology/(physical_package_id|core_id)$", path):
+        elif m := re.search(r"cpu/cpu([0-9]+)/topology/(physical_package_id|core_id)$", path):
             cpu = _cpu_id(_int(m.group(1), source, "a CPU id", path), source, path)
             if m.group(2) == "physical_package_id":
                 f.cpu_socket[cpu] = _int(text, source, "the socket id", path, signed=True)
-        elif (m := re.search(r"cpu/cpu(\d+)/cpufreq/cpuinfo_max_freq$", path)) and f.max_mhz is None:
+        elif (m := re.search(r"cpu/cpu([0-9]+)/cpufreq/cpuinfo_max_freq$", path)) and f.max_mhz is None:
             f.max_mhz = _int(text, source, "the frequency in kHz", path) / 1000
     for path, text in files.items():
-        if m := re.search(r"cpu/cpu(\d+)/topology/core_id$", path):
+        if m := re.search(r"cpu/cpu([0-9]+)/topology/core_id$", path):
             cpu = int(m.group(1))
             if cpu in f.cpu_socket:
                 f.cpu_core[cpu] = (f.cpu_socket[cpu], _int(text, source, "the core id", path, signed=True))

@@ -6,7 +6,7 @@ import re
 
 __all__ = ["parse_cpulist"]
 
-_CPULIST_ITEM = re.compile(r"^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$")
+_CPULIST_ITEM = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9})(?::([0-9]{1,9}))?)?$")  # ASCII digits only, as the kernel
 
 
 def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:

@@ -219,10 +219,10 @@ def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
         last = i == len(parts) - 1
         where = ".".join(parts[: i + 1])
         if isinstance(node, list):
-            if last and (part == "-" or (part.isdigit() and int(part) == len(node))):
+            if last and (part == "-" or ((part.isascii() and part.isdigit()) and int(part) == len(node))):
                 node.append(value)  # PATH.- (as in JSON Pointer) appends, e.g. a new policy variant
                 continue
-            if not part.isdigit() or int(part) >= len(node):
+            if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
                 allowed = ("the list is empty" if not node else
                            "the list has 1 item (index 0)" if len(node) == 1 else
                            f"the list has {len(node)} items (indices 0-{len(node) - 1})")
@@ -326,6 +326,13 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
     for i, name in enumerate(names):
         if names.index(name) != i:
             problems.append(Problem(f"pods[{i}].name", f"duplicate pod name {name!r}"))
+    replicated = {p.name: (j, p.replicas) for j, p in enumerate(spec.pods) if p.replicas > 1}
+    for i, name in enumerate(names):  # replicas are named NAME-0, NAME-1, ... (runner.py)
+        base, _, idx = name.rpartition("-")
+        if base in replicated and idx.isascii() and idx.isdigit() and str(int(idx)) == idx and int(idx) < replicated[base][1]:
+            j = replicated[base][0]
+            problems.append(Problem(f"pods[{i}].name", f"{name!r} is also the name of replica {idx} of pods[{j}] ({base!r}, "
+                                                       f"replicas {replicated[base][1]}); rename one of them"))
     if machine is not None:
         total_mem = int(machine.node_memory.sum())
         for i, pod in enumerate(spec.pods):

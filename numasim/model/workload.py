@@ -59,7 +59,7 @@ class WorkloadProfile(Spec):
 
     name: Text = Field(default="custom", max_length=200, description="a name for tables")
     description: Text = Field(default="", max_length=4000, description="free text")
-    cycles_per_op: float = Field(gt=0, le=1e12, description="core cycles per operation, DRAM stalls excluded")
+    cycles_per_op: float = Field(ge=1e-3, le=1e12, description="core cycles per operation, DRAM stalls excluded")
     llc_misses_per_op: float = Field(ge=0, le=1e9, description="last-level cache misses served by DRAM per operation")
     mlp: Annotated[float, Field(ge=1.0, le=64.0)] | Literal["hardware"] = Field(
         default=1.0,

@@ -5,8 +5,10 @@ What a scenario file may not do, and why it is refused rather than read:
 - be larger than ``MAX_BYTES`` (4 MiB; the largest shipped scenario is under 4 KiB), or
   be a device (``/dev/zero`` never ends): only so many bytes are ever read;
 - nest deeper than ``MAX_DEPTH`` levels (deep nesting exhausts Python's recursion);
-- use aliases that expand to more than ``MAX_NODES`` values (``*a`` repeated inside
-  anchors multiplies one value into millions: the "billion laughs");
+- hold more than ``MAX_NODES`` values, counted as they are read (4 MiB of ``[0,0,...]``
+  would take minutes and gigabytes to build), or use aliases that expand to more than
+  that (``*a`` repeated inside anchors multiplies one value into millions: the "billion
+  laughs");
 - give one key twice in a mapping (YAML says keys are unique; PyYAML would keep the
   last one silently);
 - use tags (``!!python/object`` and the like): only plain data is read (safe_load).
@@ -38,7 +40,30 @@ class _Refused(Exception):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """safe_load, refusing duplicate keys."""
+    """safe_load, refusing duplicate keys and documents of more than MAX_NODES written values.
+
+    The count is kept while the document is composed, so a file of millions of small
+    values stops at the first value past the limit instead of being built whole first.
+    """
+
+    _written = 0
+
+    def _count(self) -> None:
+        self._written += 1
+        if self._written > MAX_NODES:
+            raise _Refused(None, f"more than {MAX_NODES:,} values: a scenario or machine file holds at most that many")
+
+    def compose_scalar_node(self, anchor):
+        self._count()
+        return super().compose_scalar_node(anchor)
+
+    def compose_sequence_node(self, anchor):
+        self._count()
+        return super().compose_sequence_node(anchor)
+
+    def compose_mapping_node(self, anchor):
+        self._count()
+        return super().compose_mapping_node(anchor)
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
         seen: set = set()
@@ -114,7 +139,7 @@ def read_yaml_text(text: str, source: str) -> Any:
         _check_size(root)
         return loader.construct_document(root)
     except _Refused as exc:
-        mark = exc.node.start_mark if exc.node is not None else None
+        mark = exc.node.start_mark if exc.node is not None else loader.get_mark()
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise ScenarioError(Problem("", f"{where}{exc}"), source=source) from None
     except RecursionError:

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["CFS", "CFSOptions"]
 
 _D = policy_defaults("cfs")
+# Upper bounds keep every period a finite number of nanoseconds: the kernel's sched_latency_ns and
+# min_granularity_ns sysctls took 0.1 ms to 1 s (kernel/sysctl.c before 5.13: min/max_sched_granularity_ns);
+# NUMA balancing's periods have no kernel bound, a day is far beyond any run.
+_DAY_MS = 86_400_000.0
 
 
 
@@ -76,14 +80,14 @@ class CFSOptions(PolicyOptions):
         return None if value is None else version_text(value)  # raises with what is allowed
 
     hz: int = Field(default=_D["hz"], description="timer frequency (balance intervals are counted in jiffies)", ge=100, le=1000)
-    sched_latency_ms: float = Field(default=_D["sched_latency_ms"], description="CFS target latency before scaling by 1 + ilog2(min(ncpus, 8))", ge=0.1)
-    min_granularity_ms: float = Field(default=_D["min_granularity_ms"], description="CFS minimum slice before scaling", ge=0.1)
+    sched_latency_ms: float = Field(default=_D["sched_latency_ms"], description="CFS target latency before scaling by 1 + ilog2(min(ncpus, 8))", ge=0.1, le=1000)
+    min_granularity_ms: float = Field(default=_D["min_granularity_ms"], description="CFS minimum slice before scaling", ge=0.1, le=1000)
     eevdf: bool = Field(default=_D["eevdf"], description="use EEVDF's base slice (kernel 6.6+) instead of CFS's slices")
     fully_busy_last: bool = Field(
         default=_D["fully_busy_last"],
         description="of equal fully busy groups the balancer robs the last, unless the first is one core's SMT siblings "
                     "(kernel 6.5+); false: the first (v5.5-v6.4)")
-    base_slice_ms: float = Field(default=_D["base_slice_ms"], description="EEVDF base slice before scaling", ge=0.1)
+    base_slice_ms: float = Field(default=_D["base_slice_ms"], description="EEVDF base slice before scaling", ge=0.1, le=1000)
     busy_factor: int = Field(default=_D["busy_factor"], description="balance interval multiplier when the CPU is busy", ge=1, le=64)
     imbalance_pct_smt: int = Field(default=_D["imbalance_pct_smt"], description="imbalance_pct of the SMT level", ge=100, le=200)
     imbalance_pct_mc: int = Field(default=_D["imbalance_pct_mc"], description="imbalance_pct of the LLC level", ge=100, le=200)
@@ -115,15 +119,15 @@ class CFSOptions(PolicyOptions):
                     "LLC of a node or 1/8 of a one-LLC node; a fork also needs the nodes' idle CPUs within 2 and "
                     "counts at most the CPUs the task may use there) (docs/model.md)")
     numa_balancing: bool = Field(default=_D["numa_balancing"], description="automatic NUMA balancing (kernel.numa_balancing=1)")
-    scan_delay_ms: float = Field(default=_D["scan_delay_ms"], ge=1.0, description="NUMA balancing: delay before a process's first scan")
-    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, description="NUMA balancing: shortest scan period (scaled by memory size)")
-    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], ge=1.0, description="NUMA balancing: longest scan period (scaled by memory size)")
-    scan_size_mb: float = Field(default=_D["scan_size_mb"], gt=0, description="NUMA balancing: memory marked per scan")
+    scan_delay_ms: float = Field(default=_D["scan_delay_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: delay before a process's first scan")
+    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: shortest scan period (scaled by memory size)")
+    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: longest scan period (scaled by memory size)")
+    scan_size_mb: float = Field(default=_D["scan_size_mb"], ge=0.004, le=1e6, description="NUMA balancing: memory marked per scan")
     thp: bool = Field(default=_D["thp"], description="transparent huge pages: one hinting fault per 2 MiB instead of per 4 KiB")
-    fault_us: float = Field(default=_D["fault_us"], ge=0, description="NUMA balancing: CPU cost of one hinting fault")
-    migrate_copy_gbps: float = Field(default=_D["migrate_copy_gbps"], gt=0, description="NUMA balancing: copy rate of page migration by the faulting thread")
+    fault_us: float = Field(default=_D["fault_us"], ge=0, le=1e6, description="NUMA balancing: CPU cost of one hinting fault")
+    migrate_copy_gbps: float = Field(default=_D["migrate_copy_gbps"], ge=1e-3, le=1e4, description="NUMA balancing: copy rate of page migration by the faulting thread")
     migrate_rate_limit_mbps: float | None = Field(
-        default=_D["migrate_rate_limit_mbps"], gt=0,
+        default=_D["migrate_rate_limit_mbps"], gt=0, le=1e9,
         description="NUMA balancing: MB/s that may migrate into a node (kernels 3.8-4.18: 1280, i.e. 128 MB per 100 ms); null: no limit (4.19+)")
     numa_balancing_tiering: bool = Field(
         default=_D["numa_balancing_tiering"],

@@ -54,7 +54,7 @@ class ESXiOptions(PolicyOptions):
     rebalance_period: Duration = Field(default=_D["rebalance_period"], description="Numa.RebalancePeriod: how often home nodes are reconsidered (at least 1 ms)", ge=1_000_000)
     mig_imbalance_threshold: float = Field(default=_D["mig_imbalance_threshold"], description="Numa.MigImbalanceThreshold: node CPU-demand spread that triggers a balance migration", ge=0, le=1)
     locality_threshold: float = Field(default=_D["locality_threshold"], description="a client with less of its memory at home than this may move to its memory", ge=0, le=1)
-    page_migration_gbps: float = Field(default=_D["page_migration_gbps"], description="rate of copying a client's pages after its home moves, GB/s", gt=0)
+    page_migration_gbps: float = Field(default=_D["page_migration_gbps"], description="rate of copying a client's pages after its home moves, GB/s", ge=1e-3, le=1e4)
     prefer_ht: bool = Field(default=_D["prefer_ht"], description="Numa.PreferHT: size NUMA clients in hardware threads instead of cores")
     quantum: Duration = Field(default=_D["quantum"], description="ESXi CPU scheduler time slice (sets the context-switch overhead; at least 100 us)", ge=100_000)
     cpu_overhead: float = Field(default=_D["cpu_overhead"], description="virtualization: extra compute time, as a fraction", ge=0, le=1)

@@ -17,11 +17,11 @@ import re
 
 __all__ = ["settings", "version_text"]
 
-_VERSION = re.compile(r"^([2-9])\.(\d{1,2})(?:\.(\d{1,3}))?$")
+_VERSION = re.compile(r"^([2-9])\.([0-9]{1,2})(?:\.([0-9]{1,3}))?$")
 
 
 def _parse(text: object) -> tuple[int, int, int | None]:
-    if isinstance(text, float) and re.fullmatch(r"[2-9]\.\d\d", repr(text)):
+    if isinstance(text, float) and re.fullmatch(r"[2-9]\.[0-9][0-9]", repr(text)):
         text = repr(text)  # 4.18 or 5.15 read as numbers are unambiguous; 5.1 could be 5.10
     if not isinstance(text, str):
         raise ValueError(f"kernel must be a version written as a string, such as \"5.10\" or \"5.15.33\" (YAML reads "

@@ -72,6 +72,8 @@ class NumactlOptions(CFSOptions):
             val = getattr(self, key)
             if isinstance(val, list) and (not val or any(not nodes for nodes in val)):
                 raise ValueError(f"{key}: every entry must be a non-empty list of node ids")
+        if self.preferred == []:
+            raise ValueError("preferred: give at least one node id (a node per pod, cycled), or 'auto'")
         return self
 
 

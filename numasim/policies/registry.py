@@ -122,7 +122,7 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
             module = importlib.import_module(where)
     except ScenarioError:
         raise
-    except Exception as exc:  # the user's code, whatever it raises
+    except (Exception, SystemExit) as exc:  # the user's code, whatever it raises (sys.exit() too)
         raise ScenarioError(Problem("policy", f"{ref[:200]!r} failed to load: {type(exc).__name__}: {str(exc)[:300]}")) from exc
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Policy)):

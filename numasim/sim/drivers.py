@@ -99,6 +99,8 @@ class Drivers:
                 raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
             if adm.cpu_quota < len(pod.all_tids):  # otherwise the limit can never bind
                 self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
+                self.q_tids[pod.index] = pod.all_tids
+                self._q_ids[pod.index] = np.array(pod.all_tids, dtype=np.int64)
                 self._has_quota = True
                 self._ctlv[layout.QUOTA] = 1
                 self.env.process(self._bandwidth(pod))

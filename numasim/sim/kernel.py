@@ -250,11 +250,15 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
         self._cpu_node_set = frozenset(machine.cpu_nodes)
         # CFS bandwidth control, per pod.
         npods = len(pods)
-        self.q_quota = [math.inf] * npods  # CPU ns allowed per period
+        self.q_quota = np.full(npods, math.inf)  # CPU ns allowed per period
         self._has_quota = False  # whether any pod's limit can bind
-        self.q_base = [0.0] * npods  # the pod's CPU time at the start of the period
+        self.q_base = np.zeros(npods)  # the pod's CPU time at the start of the period
         self.q_throttled = [False] * npods
-        self.q_gen = [0] * npods
+        self.q_due = np.full(npods, math.inf)  # when each pod's quota runs out at its threads' current shares
+        self.q_tids: list[tuple[int, ...]] = [()] * npods  # the threads whose CPU time counts against it
+        self._q_ids = [np.zeros(0, dtype=np.int64)] * npods  # the same as arrays
+        self._q_timer_at = math.inf  # the one pending quota timer (the earliest due)
+        self._q_timer_gen = 0
         self.q_since = [0] * npods
         self.t_held = [False] * nt  # runnable, but held by a throttled pod
         self.c_throttled = np.zeros(npods)  # thread-ns of runnable time held by throttling

@@ -40,7 +40,7 @@ class Rates:
         meanwhile is placed here, thread by thread in order. A thread named twice
         integrates once: the second time finds no time passed.
         """
-        ids = np.fromiter(tids, dtype=np.int64)
+        ids = tids if isinstance(tids, np.ndarray) else np.fromiter(tids, dtype=np.int64)
         sc = self._scratch
         if core.integrate(self._F, self._I, self._CF, self._CI, self._M, ids, ids.size, self.env.now, sc.s, sc.sf,
                           self._ctl):
