@@ -118,8 +118,9 @@ _LIMITS = (("CPUs", None, "every CPU busy"),
 def _limits(result: RunResult, colours: dict[str, str]) -> go.Figure:
     """Each resource that can limit throughput, its use over the measurement window, per variant."""
     rows = []
+    windows = [_window(r) for r in result.runs]
     for name, key, meaning in _LIMITS:
-        vals = [r.cpu_utilisation if key is None else _window_mean(r, key, _window(r)) for r in result.runs]
+        vals = [r.cpu_utilisation if key is None else _window_mean(r, key, idx) for r, idx in zip(result.runs, windows)]
         if key is None or any(v for v in vals):  # a resource no variant uses is left out
             rows.append((name, meaning, [0.0 if v is None else v for v in vals]))
     fig = go.Figure(layout={**_LAYOUT, "height": 420, "barmode": "group",
