@@ -620,6 +620,12 @@ def test_a_machine_file_that_is_empty_or_wrong_is_blamed_for_itself(tmp_path, ca
     expect_error(capsys, ["run", p, "--quiet", "--machine", bad], str(bad), "sockets", "greater than or equal to 1")
 
 
+def test_a_replicated_pod_named_like_a_replica_runs_under_other_names(tmp_path):
+    # jbb x2 runs as jbb-0, jbb-1; jbb-1 x2 as jbb-1-0, jbb-1-1: no clash
+    s = from_dict({**BASE, "pods": BASE["pods"] + [{**BASE["pods"][0], "name": "jbb-1"}]})
+    assert [p.name for p in s.spec.pods] == ["jbb", "jbb-1"]
+
+
 @pytest.mark.parametrize("setting, path, words", [
     ("policies.1={policy: esxi, options: {rebalance_period: 1ns}}", "policies[1].options.rebalance_period",
      ["must be at least 1ms", "1ns"]),

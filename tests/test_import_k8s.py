@@ -169,3 +169,23 @@ def test_pods_not_bound_to_a_node_are_left_out_or_imported_together(tmp_path, ca
     err = capsys.readouterr().err
     sc = yaml.safe_load(out.read_text())
     assert sc["name"] == "unscheduled" and "no pod is bound to a node" in err and "None" not in out.read_text()
+
+
+def test_a_bare_pod_named_like_a_replica_is_renamed_and_the_kubelet_file_is_named(tmp_path, capsys):
+    data = json.loads((K8S / "pods.json").read_text())
+    bare = json.loads(json.dumps(data["items"][0]))
+    bare["metadata"]["name"] = "checkout-7d9f8c6b5-1"  # replica 1 of the 3-pod ReplicaSet group runs under this name
+    bare["metadata"].pop("ownerReferences")
+    bare["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "1"
+    data["items"].append(bare)
+    src = tmp_path / "pods.json"
+    src.write_text(json.dumps(data))
+    out = tmp_path / "o.yaml"
+    code = main(["k8s", "import", str(src), "--machine", "cascadelake-8280", "-o", str(out),
+                 "--kubelet-config", str(K8S / "kubelet-config.yaml")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    sc = yaml.safe_load(out.read_text())
+    names = [p["name"] for p in sc["pods"]]
+    assert "checkout-7d9f8c6b5" in names and "checkout-7d9f8c6b5-1-x" in names
+    assert sc["description"] == "pods of node worker-1 from pods.json with the kubelet configuration kubelet-config.yaml"

@@ -244,13 +244,19 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
         else:
             groups[key] = {"base": str(base), "res": res, "replicas": 1}
     out_pods = []
+    names: set[str] = set()  # the groups' names, and the names their pods run under
     used: set[str] = set()
     for g in groups.values():
         res = g["res"]
         name = _NAME.sub("-", g["base"]).strip("-.")[:60] or "pod"
-        while name in used:
+
+        def instances(n: str) -> list[str]:  # the names its replicas run under (runner.py)
+            return [n] if g["replicas"] == 1 else [f"{n}-{r}" for r in range(g["replicas"])]
+
+        while name in names or any(x in used for x in instances(name)):
             name += "-x"
-        used.add(name)
+        names.add(name)
+        used.update(instances(name))
         cpus = res["limits_cpu"] or res["requests_cpu"]
         mem = res["limits_memory"] or res["requests_memory"]
         spec: dict[str, Any] = {"name": name, "replicas": g["replicas"], "threads": max(1, math.ceil(cpus or 1)),
@@ -275,8 +281,8 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
         warnings += notes
     scenario = {
         "name": _NAME.sub("-", str(node if node is not None else "unscheduled"))[:80] or "node",
-        "description": f"pods of node {node} from {Path(pods_path).name}" if node is not None
-                       else f"pods not bound to a node, from {Path(pods_path).name}"
+        "description": (f"pods of node {node} from {Path(pods_path).name}" if node is not None
+                        else f"pods not bound to a node, from {Path(pods_path).name}")
                        + (f" with the kubelet configuration {Path(kubelet_path).name}" if kubelet_path else ""),
         "machine": machine,
         "pods": out_pods,

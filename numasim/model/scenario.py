@@ -327,9 +327,9 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         if names.index(name) != i:
             problems.append(Problem(f"pods[{i}].name", f"duplicate pod name {name!r}"))
     replicated = {p.name: (j, p.replicas) for j, p in enumerate(spec.pods) if p.replicas > 1}
-    for i, name in enumerate(names):  # replicas are named NAME-0, NAME-1, ... (runner.py)
+    for i, name in enumerate(names):  # replicas are named NAME-0, NAME-1, ...; a single pod NAME (runner.py)
         base, _, idx = name.rpartition("-")
-        if base in replicated and idx.isascii() and idx.isdigit() and str(int(idx)) == idx and int(idx) < replicated[base][1]:
+        if spec.pods[i].replicas == 1 and base in replicated and idx.isascii() and idx.isdigit() and str(int(idx)) == idx and int(idx) < replicated[base][1]:
             j = replicated[base][0]
             problems.append(Problem(f"pods[{i}].name", f"{name!r} is also the name of replica {idx} of pods[{j}] ({base!r}, "
                                                        f"replicas {replicated[base][1]}); rename one of them"))
