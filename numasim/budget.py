@@ -36,7 +36,14 @@ change of a CPU's load then recomputes when each limited pod sharing it runs out
 measured (session 28, 250 and 1,000 one-thread pods of 1m on 8 CPUs) at about 60 us a
 reshare plus 0.5 us per limited thread on the CPU, about 3 reshares a simulated event; the
 estimate's events are already several times a run's (7x here), so 60 us plus 0.5 us per
-limited thread a CPU is added to each (estimated 6.3 and 34 s for those runs' 5.2 and 19 s).
+limited thread a CPU is added to each (estimated 6.3 and 34 s for those runs' 5.2 and 19 s),
+for variants that can set a quota: the kubelet's with ``cfs_quota`` on, and policies from
+outside numasim.
+Every pod's arrival costs about 1 ms whatever the duration (admission, memory regions, placing
+its threads: 0.9 ms measured at 2,500 one-thread pods), and pods arriving at distinct times
+(a ``stagger``) each re-solve the rates of the threads already running: about 1 us a thread
+(session 29: 2,500 and 5,000 pods 1 ns apart cost 2.2 and 11 s more than at once), so a
+staggered group adds replicas x half the threads x 1 us.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from .policies.api import CHUNK
 from .sim.rates import REFRESH_NS
 from .sim.sampling import MIN_SAMPLES
 
-__all__ = ["Estimate", "estimate", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
+__all__ = ["Estimate", "estimate", "combine", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
 EVENTS_PER_THREAD_S = 100.0
 DEFAULT_TICKS_PER_S = 1000.0  # a policy's ticks a second when its options say neither hz nor a rebalance period
@@ -67,6 +74,11 @@ SAMPLE_CPU_S = 4e-4  # per sample, plus SAMPLE_CPU_S_PER_VALUE per sampled value
 QUOTA_CPU_S_PER_EVENT = 6e-5  # with a binding CPU limit: its quota bookkeeping, per event
 QUOTA_CPU_S_PER_LIMITED_THREAD = 5e-7  # and per event, per limited thread a CPU
 SAMPLE_CPU_S_PER_VALUE = 5e-7
+# A pod's arrival (admission, regions, plans, placing its threads): 0.9 ms each measured at 2,500
+# one-thread pods. Arrivals at distinct times (a stagger) each re-solve the rates of the threads
+# already there: 0.7-1.1 us a thread measured at 2,500 and 5,000 pods 1 ns apart.
+ARRIVAL_CPU_S = 1e-3
+ARRIVAL_SOLVE_CPU_S_PER_THREAD = 1e-6
 SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
 SAMPLE_BYTES = 4096  # per sample, whatever its size
 QUEUED_REQUEST_BYTES = 40  # an arrival time waiting in an open pod's queue
@@ -134,6 +146,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     sample_s = 0.0
     balancer_s = 0.0
     quota_s = 0.0
+    arrival_s = 0.0
     for v in variants:
         machine = scenario.machine_of(v)
         pods = scenario.pods_of(v)
@@ -155,10 +168,13 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         n = spec.replications
         runs += n
         events += (n * dur_s + ladder_s) * per_s
-        limited = sum(p.replicas * k for p, k in zip(pods, pod_threads) if p.cpus < k)
+        limited = sum(p.replicas * k for p, k in zip(pods, pod_threads) if p.cpus < k) if _may_throttle(v) else 0
         if limited:
             quota_s += (n * dur_s + ladder_s) * per_s * (
                 QUOTA_CPU_S_PER_EVENT + QUOTA_CPU_S_PER_LIMITED_THREAD * limited / machine.n_cpus)
+        # Pods arriving together share one solve; a staggered group arrives at as many times as replicas.
+        solves = sum(p.replicas if p.stagger > 0 else 1 for p in pods)
+        arrival_s += n * (n_pods * ARRIVAL_CPU_S + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         n_nodes = machine.n_nodes
@@ -171,8 +187,16 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
         memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0 + _domain_bytes(machine)
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
-    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s + quota_s,
+    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s + quota_s + arrival_s,
                     run_memory_bytes=memory, sample_seconds=sample_s)
+
+
+def _may_throttle(v: Variant) -> bool:
+    """Whether a variant can give its pods a CFS quota: the kubelet's with ``cfs_quota`` on, or any
+    policy from outside numasim (a plug-in may); numasim's others never do."""
+    if not v.policy.__module__.startswith("numasim."):
+        return True
+    return getattr(v.options, "cfs_quota", False) is True
 
 
 def _ticks_per_s(options: object) -> float:
@@ -242,14 +266,26 @@ def _closed_requests_per_s(pr: WorkloadProfile, machine: Machine, share: float) 
     return 1.0 / (req.think_ms / 1e3 + req.ops * op_s / share)
 
 
-def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str) -> None:
-    """Refuse a run over its budget, with the estimate and the flag that lifts the limit (None: no limit)."""
+def combine(estimates: list[Estimate], times: float = 1.0) -> Estimate:
+    """The cost of running every estimate's simulations (``times`` over): summed, the memory the largest one's."""
+    return Estimate(runs=int(times * sum(e.runs for e in estimates)), events=times * sum(e.events for e in estimates),
+                    cpu_seconds=times * sum(e.cpu_seconds for e in estimates),
+                    run_memory_bytes=max((e.run_memory_bytes for e in estimates), default=0.0),
+                    sample_seconds=times * sum(e.sample_seconds for e in estimates))
+
+
+def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str,
+                 what: str = "this run is", fewer: str = "shorten duration, lower replications or pods") -> None:
+    """Refuse a run over its budget, with the estimate and the flag that lifts the limit (None: no limit).
+
+    ``what`` names the work estimated, with its verb and ``fewer`` says how to make it smaller (a sweep: fewer points).
+    """
     if max_work_s is not None and est.cpu_seconds > max_work_s:
-        what = ("use a longer sample_interval (the samples take most of it), "
-                if est.sample_seconds > est.cpu_seconds / 2 else "")
+        longer = ("use a longer sample_interval (the samples take most of it), "
+                  if est.sample_seconds > est.cpu_seconds / 2 else "")
         raise ScenarioError(Problem("--max-work", (
-            f"this run is estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; {what}"
-            "shorten duration, lower replications or pods, or raise the budget with --max-work SECONDS")), source=source)
+            f"{what} estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; {longer}"
+            f"{fewer}, or raise the budget with --max-work SECONDS")), source=source)
     if max_memory_bytes is not None and est.run_memory_bytes > max_memory_bytes:
         raise ScenarioError(Problem("--max-memory", (
             f"one simulation is estimated to need {est.run_memory_bytes / 2**30:,.1f} GiB, over the limit of "

@@ -16,6 +16,7 @@ on what: a fitted value must not be judged on the targets it was fitted to
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,22 +65,57 @@ def _value(result, label: str, metric: str) -> float:
     return float(v)
 
 
+# What each metric can be: (lowest, highest, whether the lowest is allowed).
+_RANGES = {"relative_throughput": (0.0, math.inf, False), "throughput": (0.0, math.inf, True),
+           "locality": (0.0, 1.0, True), "memory_gbps": (0.0, math.inf, True), "p99_ms": (0.0, math.inf, False),
+           "cpu_utilisation": (0.0, 1.0, True)}
+
+
+def check_targets(targets: list[tuple[str, str, float]], labels: set[str],
+                  origins: list[tuple[str | None, str]] | None = None) -> None:
+    """Refuse a target naming no variant or metric, a value its metric cannot take, or one given twice."""
+    origins = origins or [(None, f"--target {label}:{metric}") for label, metric, _ in targets]
+    seen: dict[tuple[str, str], str] = {}
+    for (label, metric, value), (source, where) in zip(targets, origins):
+        def bad(message: str) -> ScenarioError:
+            return ScenarioError(Problem(where, message), source=source)
+
+        if label not in labels:
+            raise bad(f"no variant {label!r}; variants: {', '.join(sorted(labels))}")
+        if metric not in METRICS:
+            raise bad(f"unknown metric {metric!r}; one of {', '.join(METRICS)}")
+        lo, hi, closed = _RANGES[metric]
+        if not (math.isfinite(value) and (value >= lo if closed else value > lo) and value <= hi):
+            span = f"{'at least' if closed else 'above'} {lo:g}" + (f" and at most {hi:g}" if hi < math.inf else "")
+            raise bad(f"the measured {metric} must be a finite number {span}, got {value}")
+        if (label, metric) in seen:
+            raise bad(f"{label}:{metric} is measured twice (also at {seen[label, metric]}); give one value")
+        seen[label, metric] = where
+
+
 def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, tuple[float, float]],
               targets: list[tuple[str, str, float]], sets: list[str] | tuple[str, ...] = (),
               replications: int | None = None, workers: int = 0, max_evaluations: int = 40,
               on_evaluation: Callable[[dict[str, float], float], None] | None = None,
-              leave_one_out: bool = False) -> Calibration:
+              leave_one_out: bool = False, origins: list[tuple[str | None, str]] | None = None,
+              max_work_s: float | None = None, max_memory_bytes: float | None = None) -> Calibration:
     """Fit ``fit``'s fields (paths with bounds) so that the scenario's ``targets`` match the measured values.
 
     ``targets`` are ``(variant label, metric, measured value)`` with metric one of
-    :data:`METRICS`.
+    :data:`METRICS`; ``origins`` say where each came from, as (file, place) for errors
+    (default: ``--target LABEL:METRIC``). ``max_evaluations`` bounds the runs of the fit,
+    its confidence interval included; ``leave_one_out`` adds a fit, with the same bound,
+    and a check run for each target. ``max_work_s`` and ``max_memory_bytes`` refuse, before
+    anything runs, a calibration whose runs (each costed as the costliest end of any
+    bound) are estimated over them (None: no limit).
     """
     import numpy as np
     from scipy.optimize import brentq, least_squares, minimize_scalar
 
+    from .budget import check_budget, combine, estimate
     from .model.scenario import apply_overrides, from_dict, set_path
     from .model.yamlfile import read_yaml
-    from .runner import run
+    from .runner import run, select_variants
 
     if isinstance(scenario, (str, os.PathLike)):
         source, base = str(scenario), read_yaml(Path(scenario))
@@ -96,18 +132,16 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
             raise ScenarioError(Problem(f"--fit {path}", f"needs finite LO < HI, got {lo}..{hi}"))
     checked = from_dict(base, source=source)
     labels = {v.label for v in checked.variants}
-    for label, metric, value in targets:
-        if label not in labels:
-            raise ScenarioError(Problem(f"--target {label}:{metric}", f"no variant {label!r}; variants: {', '.join(sorted(labels))}"))
-        if metric not in METRICS:
-            raise ScenarioError(Problem(f"--target {label}:{metric}", f"unknown metric; one of {', '.join(METRICS)}"))
-        if not np.isfinite(value) or (metric != "relative_throughput" and value < 0):
-            raise ScenarioError(Problem(f"--target {label}:{metric}", f"measured value must be a finite number, got {value}"))
+    check_targets(targets, labels, origins)
+    wanted = sorted({t[0] for t in targets} | {checked.baseline})
+    runs = max_evaluations + (len(targets) * (max_evaluations + 1) if leave_one_out and len(targets) > 1 else 0)
+    costs = [estimate(checked, select_variants(checked, wanted), None, False)]
     for path, (lo, hi) in fit.items():  # both ends must give a valid scenario
         for end in (lo, hi):
             data = copy.deepcopy(base)
             set_path(data, path, end, "--fit")
-            from_dict(data, source=f"{source} with {path}={end:g}")
+            at_end = from_dict(data, source=f"{source} with {path}={end:g}")
+            costs.append(estimate(at_end, select_variants(at_end, wanted), None, False))
         # and so must a value between them that is not a whole number: the fit tries any real value
         mid = (lo + hi) / 2
         if mid.is_integer():
@@ -119,8 +153,14 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
         except ScenarioError as exc:
             raise ScenarioError(Problem(f"--fit {path}", f"needs a real-valued field, and {path}={mid:g} is refused: "
                                                          f"{exc.problems[0]}")) from None
-    wanted = sorted({t[0] for t in targets} | {checked.baseline})
+    costliest = max(costs, key=lambda e: e.cpu_seconds)
+    per_seed = (replications or checked.spec.replications) / checked.spec.replications  # --replications
+    check_budget(combine([costliest], runs * per_seed), max_work_s, max_memory_bytes, source,
+                 what=f"this calibration's {runs:,} runs at most are", fewer="lower --max-evaluations, shorten duration")
     paths = list(fit)
+    m, n = len(targets), len(paths)
+    # The interval's Jacobian (n runs, with more targets than fields) comes out of the same budget.
+    limit = max_evaluations - (n if m > n and max_evaluations > n else 0)
     history: list[dict[str, Any]] = []
     cache: dict[tuple, list[float]] = {}
 
@@ -128,13 +168,13 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
         key = tuple(round(v, 12) for v in x)
         if key in cache:
             return cache[key]
-        if len(history) >= max_evaluations:
+        if len(history) >= limit:
             raise _Budget()
         data = copy.deepcopy(base)
         for path, v in zip(paths, x):
             set_path(data, path, float(v), "--fit")
         result = run(from_dict(data, source=source), policies=wanted, replications=replications,
-                     workers=workers, with_sla=False, quiet=True)
+                     workers=workers, with_sla=False, quiet=True, max_work_s=None, max_memory_bytes=None)
         preds = [_value(result, label, metric) for label, metric, _ in targets]
         cache[key] = preds
         err = float(sum(((p - t[2]) / (abs(t[2]) or 1.0)) ** 2 for p, t in zip(preds, targets)))
@@ -169,17 +209,17 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
                 brentq(lambda v: predict([v])[0] - measured, lo, hi, xtol=1e-4 * (hi - lo), rtol=1e-6)
             else:
                 minimize_scalar(error, bounds=(lo, hi), method="bounded",
-                                options={"xatol": 1e-4 * (hi - lo), "maxiter": max_evaluations})
+                                options={"xatol": 1e-4 * (hi - lo), "maxiter": limit})
         else:
             least_squares(residuals, start, bounds=([b[0] for b in fit.values()], [b[1] for b in fit.values()]),
-                          method="trf", diff_step=0.05, max_nfev=max_evaluations, x_scale="jac")
+                          method="trf", diff_step=0.05, max_nfev=limit, x_scale="jac")
     except _Budget:
         before = before if "before" in locals() else None
     best = min(history, key=lambda h: h["error"])
-    m, n = len(targets), len(paths)
+    limit = max_evaluations
     if m > n:
         # 95 % intervals from the Jacobian at the best point (forward differences over 5 % of each
-        # value, inside the bounds; n runs beyond the budget) and the residual variance.
+        # value, inside the bounds; the n runs kept for them) and the residual variance.
         x = np.array([best["values"][p] for p in paths])
         r0 = (np.asarray(best["predicted"]) - measured_v) / scale
         jac = np.zeros((m, n))
@@ -189,8 +229,6 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
             xs = x.copy()
             xs[i] += step
             cache.pop(tuple(round(v, 12) for v in xs), None)
-            history_len = len(history)
-            max_evaluations = history_len + 1  # allow this one run
             try:
                 jac[:, i] = ((np.asarray(predict(list(xs))) - measured_v) / scale - r0) / step
             except _Budget:
@@ -241,7 +279,8 @@ def calibrate_predict(data: dict[str, Any], values: dict[str, float], targets, r
         set_path(data, path, float(v), "--fit")
     scenario = from_dict(data)
     labels = sorted({t[0] for t in targets} | {scenario.baseline})
-    result = run(scenario, policies=labels, replications=replications, workers=workers, with_sla=False, quiet=True)
+    result = run(scenario, policies=labels, replications=replications, workers=workers, with_sla=False, quiet=True,
+                 max_work_s=None, max_memory_bytes=None)  # within the calibration's budget
     return [_value(result, t[0], t[1]) for t in targets]
 
 

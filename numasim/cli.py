@@ -28,8 +28,8 @@ from .analysis.results import RunResult
 from .runner import run
 from .model.presets import load_preset, machine_preset, preset_names
 from .model.scenario import load
-from .cli_tools import (_cmd_calibrate, _cmd_compare, _cmd_k8s, _cmd_machine, _cmd_sweep, _cmd_validation,
-                        _machine_arg)
+from .cli_tools import (_budget_limits, _cmd_calibrate, _cmd_compare, _cmd_k8s, _cmd_machine, _cmd_sweep,
+                        _cmd_validation, _machine_arg)
 
 __all__ = ["main"]
 
@@ -45,6 +45,14 @@ def _workers(text: str) -> int:
     if not 0 <= n <= MAX_WORKERS:
         raise argparse.ArgumentTypeError(f"must be 0 (one per CPU) to {MAX_WORKERS}, got {text[:40]}")
     return n
+
+
+def _budget_flags(parser: argparse.ArgumentParser, what: str, where: str = "") -> None:
+    """``--max-work`` and ``--max-memory``: the estimated cost above which ``what`` is refused before it starts."""
+    parser.add_argument("--max-work", type=float, default=DEFAULT_MAX_WORK_S, metavar="SECONDS",
+                        help=f"refuse {what} estimated to take more CPU seconds in all (default {DEFAULT_MAX_WORK_S:g}){where}")
+    parser.add_argument("--max-memory", type=float, default=MAX_MEMORY_BYTES / 2**30, metavar="GIB",
+                        help=f"refuse a simulation estimated to need more memory (default {MAX_MEMORY_BYTES / 2**30:g} GiB)")
 
 
 def _import_parser(sub, name: str, about: str, **kwargs) -> argparse.ArgumentParser:
@@ -89,11 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                         "labelled by its name; repeatable; no packaging needed")
     r.add_argument("--machine", metavar="FILE_OR_PRESET", help="replace the scenario's machine: a preset name or a machine file (numasim machine import writes one); --set machine.* still applies")
     r.add_argument("--workers", type=_workers, default=0, help="processes for policy variants (default: one per CPU)")
-    r.add_argument("--max-work", type=float, default=DEFAULT_MAX_WORK_S, metavar="SECONDS",
-                   help=f"refuse a run estimated to take more CPU seconds in all (default {DEFAULT_MAX_WORK_S:g}; "
-                        "numasim validate shows the estimate)")
-    r.add_argument("--max-memory", type=float, default=MAX_MEMORY_BYTES / 2**30, metavar="GIB",
-                   help=f"refuse a simulation estimated to need more memory (default {MAX_MEMORY_BYTES / 2**30:g} GiB)")
+    _budget_flags(r, "a run", " (numasim validate shows the estimate)")
     r.add_argument("--quiet", action="store_true", help="no progress display")
     r.add_argument("--no-sla", action="store_true", help="skip the scenario's SLA search over injection rates (faster)")
 
@@ -171,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--scheduler", metavar="ADDRESS", help="an existing dask.distributed scheduler (default: a local cluster)")
     sw.add_argument("--workers", type=_workers, default=0, help="local worker processes (default: one per CPU)")
     sw.add_argument("--quiet", action="store_true", help="no progress display")
+    _budget_flags(sw, "a sweep whose points still to run are")
 
     cal = sub.add_parser(
         "calibrate", help="fit scenario fields so that predictions match your measurements",
@@ -192,8 +197,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="also fit without each target in turn and predict it: the error to expect on a figure not fitted")
     cal.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a scenario field first")
     cal.add_argument("--replications", type=int, metavar="N", help="seeds per run (default: the scenario's)")
-    cal.add_argument("--max-evaluations", type=int, default=40, metavar="N", help="at most this many runs (default 40)")
+    cal.add_argument("--max-evaluations", type=int, default=40, metavar="N",
+                     help="at most this many runs for the fit, its interval included (default 40); --leave-one-out "
+                          "adds a fit with this bound and a check run for each target")
     cal.add_argument("--workers", type=_workers, default=0, help="processes for the variants of each run (default: one per CPU)")
+    _budget_flags(cal, "a calibration whose runs (each costed as the costliest end of any --fit bound) are")
     cal.add_argument("--json", metavar="FILE", help='write {"fitted": {PATH: value}, "ci", "targets", "error_before_pct", '
                                                    '"error_after_pct", "leave_one_out", "overrides"}')
 
@@ -307,9 +315,7 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     scenario = load(args.scenario, list(args.set) + extra, machine=_machine_arg(args.machine))
     if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
-    for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):
-        if not value > 0 or value == float("inf"):
-            raise ScenarioError(Problem(flag, f"must be a positive number, got {value:g}"))
+    max_work, max_memory = _budget_limits(args)
     # Every output is checked before any simulation, and written with the others or not at all.
     outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report),
                                                    ("--trace", args.trace)) if target is not None]
@@ -323,7 +329,7 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration, warmup=args.warmup,
                  replications=args.replications,
                  workers=args.workers, with_sla=not args.no_sla, quiet=args.quiet,
-                 max_work_s=args.max_work, max_memory_bytes=args.max_memory * 2**30)
+                 max_work_s=max_work, max_memory_bytes=max_memory)
     result.scenario["provenance"].update(command=["numasim", *sys.argv[1:]] if sys.argv else [],
                                          overrides=list(args.set), machine_option=args.machine)
     out.print(_table(result))

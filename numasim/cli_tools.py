@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text as RichText
 
 from .atomic import check_target, write_all
 from .errors import NumasimError, Problem, ScenarioError
@@ -107,6 +108,14 @@ def _spans(items: list[str], flag: str) -> dict[str, tuple[float, float]]:
     return spans
 
 
+def _budget_limits(args) -> tuple[float, float]:
+    """``--max-work`` in CPU seconds and ``--max-memory`` in bytes, each a positive finite number."""
+    for flag, value in (("--max-work", args.max_work), ("--max-memory", args.max_memory)):
+        if not value > 0 or value == float("inf"):
+            raise ScenarioError(Problem(flag, f"must be a positive number, got {value:g}"))
+    return args.max_work, args.max_memory * 2**30
+
+
 def _cmd_sweep(args, out: Console, err: Console) -> int:
     from .model.yamlfile import read_yaml_text
     from .sweep import sweep
@@ -121,9 +130,10 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
                                                                       "--grid PATH=V1,V2,..."))
         grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
     ranges = _spans(args.range, "--range")
+    max_work, max_memory = _budget_limits(args)
     frame = sweep(args.scenario, grid or None, args.sample, ranges or None, policies=args.policy, sets=args.set,
                   out=args.out, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
-                  sample_seed=args.sample_seed, quiet=args.quiet)
+                  sample_seed=args.sample_seed, quiet=args.quiet, max_work_s=max_work, max_memory_bytes=max_memory)
     points = frame["point"].nunique() if len(frame) else 0
     out.print(f"wrote {args.out}: {points} points, {len(frame)} rows", markup=False, highlight=False)
     return 0
@@ -133,7 +143,7 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
     from .calibrate import calibrate
 
     fit = _spans(args.fit, "--fit")
-    targets = _measured_csv(args.measured) if args.measured else []
+    targets, origins = _measured_csv(args.measured) if args.measured else ([], [])
     for item in args.target:
         head, sep, value = item.partition("=")
         label, colon, metric = head.rpartition(":")
@@ -141,15 +151,18 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
             if not sep or not colon or not label:
                 raise ValueError
             targets.append((label, metric, float(value)))
+            origins.append((None, f"--target {label[:80]}:{metric[:80]}"))
         except ValueError:
             raise ScenarioError(Problem("--target", f"{item[:80]!r} must be LABEL:METRIC=VALUE, "
                                                     "e.g. numactl:relative_throughput=1.17")) from None
     if not 1 <= args.max_evaluations <= 10_000:
         raise ScenarioError(Problem("--max-evaluations", "must be 1-10000"))
+    max_work, max_memory = _budget_limits(args)
     inputs = (args.scenario,) + ((args.measured,) if args.measured else ())
     target_file = check_target(args.json, f"--json {args.json}", inputs) if args.json else None
     res = calibrate(args.scenario, fit, targets, sets=args.set, replications=args.replications,
                     workers=args.workers, max_evaluations=args.max_evaluations, leave_one_out=args.leave_one_out,
+                    origins=origins, max_work_s=max_work, max_memory_bytes=max_memory,
                     on_evaluation=lambda values, e: err.print(
                         "run: " + ", ".join(f"{k}={v:.6g}" for k, v in values.items()) + f": error {e:.3g}",
                         markup=False, highlight=False))
@@ -178,8 +191,8 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
     return 0
 
 
-def _measured_csv(path: str) -> list[tuple[str, str, float]]:
-    """label,metric,value rows of a measurements file; errors name the line."""
+def _measured_csv(path: str) -> tuple[list[tuple[str, str, float]], list[tuple[str | None, str]]]:
+    """label,metric,value rows of a measurements file, and where each is (the file, its line) for errors."""
     import csv
 
     from .model.yamlfile import read_text
@@ -189,16 +202,18 @@ def _measured_csv(path: str) -> list[tuple[str, str, float]]:
     if not rows or [c.strip() for c in rows[0]] != ["label", "metric", "value"]:
         raise ScenarioError(Problem("line 1", "the header must be label,metric,value"), source=path)
     out = []
+    origins: list[tuple[str | None, str]] = []
     for n, row in enumerate(rows[1:], start=2):
         if not row or not "".join(row).strip():
             continue
         try:
             label, metric, value = (c.strip() for c in row)
             out.append((label, metric, float(value)))
+            origins.append((path, f"line {n}"))
         except ValueError:
             raise ScenarioError(Problem(f"line {n}", "expected label,metric,value with a number as value"),
                                 source=path) from None
-    return out
+    return out, origins
 
 
 def _cmd_compare(args, out: Console, err: Console) -> int:
@@ -209,7 +224,8 @@ def _cmd_compare(args, out: Console, err: Console) -> int:
     pa, pb = a.scenario.get("provenance") or {}, b.scenario.get("provenance") or {}
     for key, what in (("scenario_hash", "scenarios"), ("numasim_version", "numasim versions")):
         if pa.get(key) != pb.get(key):
-            err.print(f"note: different {what}: {pa.get(key)} and {pb.get(key)}", markup=False, highlight=False)
+            err.print(f"note: different {what}: {str(pa.get(key))[:80]!r} and {str(pb.get(key))[:80]!r}",
+                      markup=False, highlight=False)
     rows = compare(a, b)
     if not rows:
         raise NumasimError(f"{args.a} and {args.b} have no variant label in common")
@@ -217,7 +233,7 @@ def _cmd_compare(args, out: Console, err: Console) -> int:
     for col in ("variant", "figure", "A", "B", "change", "p", "significant"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["label"], r["figure"], f"{r['a']:.4g}", f"{r['b']:.4g}",
+        table.add_row(RichText(r["label"]), r["figure"], f"{r['a']:.4g}", f"{r['b']:.4g}",
                       "" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
                       "" if r["p_value"] is None else f"{r['p_value']:.3f}",
                       "one seed" if r["significant"] is None else ("yes" if r["significant"] else "no"))

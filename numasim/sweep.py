@@ -14,7 +14,11 @@ scenario data, the seed and numasim's version. The worker that ran the point wri
 the file; the client writes it when that worker cannot (a cluster whose workers do not
 see ``OUT``'s directory). A sweep that is killed, or loses a worker, is resumed by
 running it again: finished points are read back, not run again. At the end the rows
-of every point of the sweep go to ``OUT`` in one file and the parts are removed.
+of every point of the sweep go to ``OUT`` in one file and the parts are removed. An
+``OUT`` (or parts) holding points of another sweep, or a file that is not a sweep's
+result, is refused rather than written over; when every point fails nothing is written.
+A range over a whole-number field samples whole numbers. Before anything runs, the points
+still to run are costed (:mod:`numasim.budget`) and refused over the budget.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .atomic import NAME_MAX, PATH_MAX, check_target
+from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, combine, estimate
 from .errors import NumasimError, Problem, ScenarioError
 
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
@@ -49,8 +54,13 @@ def _values_label(v: Any) -> Any:
 
 
 def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
-                 ranges: dict[str, tuple[float, float]] | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """The points of a sweep: the grid's combinations times ``sample`` Latin-hypercube points over ``ranges``."""
+                 ranges: dict[str, tuple[float, float]] | None = None, seed: int = 0,
+                 whole: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The points of a sweep: the grid's combinations times ``sample`` Latin-hypercube points over ``ranges``.
+
+    A path in ``whole`` takes whole numbers: each from LO to HI equally likely (the
+    hypercube's stratum, floored).
+    """
     grid = grid or {}
     ranges = ranges or {}
     if sample is not None and not (isinstance(sample, int) and 1 <= sample <= MAX_POINTS):
@@ -77,9 +87,39 @@ def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
     for path, (lo, hi) in ranges.items():
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             raise ScenarioError(Problem(f"--range {path}", f"needs finite LO < HI, got {lo}..{hi}"))
+        if path in whole and math.floor(hi) < math.ceil(lo):
+            raise ScenarioError(Problem(f"--range {path}", f"takes whole numbers, and there is none in {lo:g}..{hi:g}"))
     unit = qmc.LatinHypercube(d=len(ranges), seed=seed).random(sample)
-    samples = [{path: float(lo + u * (hi - lo)) for (path, (lo, hi)), u in zip(ranges.items(), row)} for row in unit]
+
+    def value(path: str, lo: float, hi: float, u: float) -> int | float:
+        if path not in whole:
+            return float(lo + u * (hi - lo))
+        first, last = math.ceil(lo), math.floor(hi)
+        return min(first + math.floor(u * (last - first + 1)), last)
+
+    samples = [{path: value(path, lo, hi, u) for (path, (lo, hi)), u in zip(ranges.items(), row)} for row in unit]
     return [{**c, **s} for c in combos for s in samples]
+
+
+def _whole_paths(base: dict[str, Any], ranges: dict[str, tuple[float, float]], source: str) -> set[str]:
+    """The --range paths that take whole numbers only: a value between two is refused, a whole one is not."""
+    from .model.scenario import from_dict
+
+    whole = set()
+    for path, (lo, hi) in ranges.items():
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            continue  # sweep_points says so
+        mid = (lo + hi) / 2
+        fraction = mid + 0.5 if mid.is_integer() else mid
+        try:
+            from_dict(_point_data(base, {path: fraction}, "--range"), source=source)
+        except ScenarioError:
+            try:
+                from_dict(_point_data(base, {path: round(mid)}, "--range"), source=source)
+            except ScenarioError:
+                continue  # neither: the points' own checks say why
+            whole.add(path)
+    return whole
 
 
 def _point_data(base: dict[str, Any], point: dict[str, Any], source: str) -> dict[str, Any]:
@@ -123,7 +163,9 @@ def _run_point(data: dict[str, Any], source: str, point: dict[str, Any], key: st
     from .runner import run
 
     scenario = from_dict(data, source=source)
-    result = run(scenario, policies=policies, seed=seed, workers=1, with_sla=False, quiet=True)
+    # The sweep's budget was checked before it started.
+    result = run(scenario, policies=policies, seed=seed, workers=1, with_sla=False, quiet=True,
+                 max_work_s=None, max_memory_bytes=None)
     rows = result.to_frame().to_dict("records")
     prov = result.scenario["provenance"]
     for r in rows:
@@ -150,8 +192,12 @@ def _write_part(parts: Path, key: str, rows: list[dict[str, Any]]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _read_done(out: Path, parts: Path) -> dict[str, "Any"]:
-    """Rows of finished points by key: from the parts of an interrupted sweep and a previous result."""
+def _read_done(out: Path, parts: Path, keys: set[str]) -> dict[str, "Any"]:
+    """Rows of finished points by key: from the parts of an interrupted sweep and a previous result.
+
+    ``OUT`` and ``OUT.parts`` must hold points of this sweep only (``keys``): the result is
+    written over them, so the points of another sweep there would be lost.
+    """
     import pandas as pd
 
     done: dict[str, Any] = {}
@@ -159,17 +205,24 @@ def _read_done(out: Path, parts: Path) -> dict[str, "Any"]:
         try:
             old = pd.read_parquet(out)
         except Exception as exc:
-            raise NumasimError(f"{out}: exists but is not a readable Parquet file of a sweep ({exc}); "
+            raise NumasimError(f"--out {out}: exists but is not a readable Parquet file of a sweep ({exc}); "
                                "move it away or choose another --out") from None
-        if "point" in old.columns:
-            for key, rows in old.groupby("point", sort=False):
-                done[str(key)] = rows
+        if "point" not in old.columns:
+            raise NumasimError(f"--out {out}: exists and is not a sweep's result (no 'point' column); "
+                               "move it away or choose another --out")
+        for key, rows in old.groupby("point", sort=False):
+            done[str(key)] = rows
     if parts.is_dir():
         for f in parts.glob("*.parquet"):
             try:
                 done[f.stem] = pd.read_parquet(f)
             except Exception:
                 f.unlink()  # a part cut short by a crash: the point runs again
+    other = set(done) - keys
+    if other:
+        raise NumasimError(
+            f"--out {out}: holds {len(other):,} points of another sweep (another grid, sample, --set, --seed, --policy "
+            "or numasim version), which this sweep would overwrite; move it away or choose another --out")
     return done
 
 
@@ -178,7 +231,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
           policies: list[str] | None = None, sets: list[str] | tuple[str, ...] = (),
           out: str | os.PathLike[str] | None = None, scheduler: str | None = None, workers: int = 0,
           seed: int | None = None, sample_seed: int | None = None, quiet: bool = False,
-          on_point: Callable[[str, int, int, int], None] | None = None):
+          on_point: Callable[[str, int, int, int], None] | None = None,
+          max_work_s: float | None = DEFAULT_MAX_WORK_S, max_memory_bytes: float | None = MAX_MEMORY_BYTES):
     """Run a sweep and return its rows as a pandas DataFrame (one row per point and variant).
 
     Parameters
@@ -200,11 +254,15 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         cluster (0: one per CPU).
     on_point
         Called as ``on_point(key, done, failed, total)`` when a point finishes.
+    max_work_s, max_memory_bytes
+        Refuse, before anything runs, a sweep whose points still to run are estimated to
+        take more CPU seconds in all, or one of whose simulations more memory (None: no limit).
     """
     import pandas as pd
 
     from .model.scenario import apply_overrides, from_dict
     from .model.yamlfile import read_yaml
+    from .runner import select_variants
 
     if isinstance(scenario, (str, os.PathLike)):
         source = str(scenario)
@@ -228,20 +286,26 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         grid, sample = spec.sweep.grid, spec.sweep.sample
         ranges = {k: tuple(v) for k, v in spec.sweep.ranges.items()}
         sample_seed = spec.sweep.seed if sample_seed is None else sample_seed
-    points = sweep_points(grid, sample, ranges, 0 if sample_seed is None else sample_seed)
+    whole = _whole_paths(base, ranges, source) if sample and ranges else set()
+    points = sweep_points(grid, sample, ranges, 0 if sample_seed is None else sample_seed, whole)
     if not points or points == [{}]:
         raise ScenarioError(Problem("--grid", "no points: give --grid PATH=V1,V2 (or --sample N --range PATH=LO..HI), "
                                               "or a sweep: section in the scenario"), source=source)
     jobs = []
+    scenarios = {}
     for point in points:
         where = "the sweep point " + ", ".join(f"{p}={v}" for p, v in point.items())
         data = _point_data(base, point, where)
-        from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
-        jobs.append((point, data, _key(data, seed, policies)))
+        key = _key(data, seed, policies)
+        scenarios[key] = from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
+        jobs.append((point, data, key))
     done: dict[str, Any] = {}
     if out_path is not None and parts is not None:
-        done = _read_done(out_path, parts)
+        done = _read_done(out_path, parts, {k for _, _, k in jobs})
     todo = [(p, d, k) for p, d, k in jobs if k not in done]
+    cost = combine([estimate(scenarios[k], select_variants(scenarios[k], policies), None, False) for _, _, k in todo])
+    check_budget(cost, max_work_s, max_memory_bytes, source, what=f"this sweep's {len(todo):,} points to run are",
+                 fewer="sweep fewer points, shorten duration, lower replications or pods")
     results: dict[str, Any] = {k: done[k] for _, _, k in jobs if k in done}
     failures: list[str] = []
     total = len(jobs)
@@ -254,7 +318,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     frames = [pd.DataFrame(results[k]) if not isinstance(results[k], pd.DataFrame) else results[k]
               for _, _, k in jobs if k in results]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if out_path is not None and parts is not None:
+    if out_path is not None and parts is not None and frames:  # nothing finished: nothing to write
         tmp = out_path.with_name(f".{out_path.name}.tmp")
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, out_path)
@@ -262,6 +326,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
             for f in [*parts.glob("*.parquet"), *parts.glob(".*.parquet.tmp")]:  # .tmp: a write cut short
                 f.unlink()
             parts.rmdir()
+    if not frames and parts is not None and parts.is_dir() and not any(parts.iterdir()):
+        parts.rmdir()  # every point failed: leave nothing behind
     if failures:
         raise NumasimError(f"{len(failures)} of {total} sweep points failed (the others are "
                            f"{'in ' + str(out_path) if out_path else 'lost: give --out to keep them'}; "

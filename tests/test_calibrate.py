@@ -54,7 +54,7 @@ def test_cli_reads_measurements_writes_the_fit_and_refuses_bad_targets(tmp_path,
                  "--measured", str(measured), "--max-evaluations", "6", "--workers", "1",
                  "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert set(doc["fitted"]) == {"workloads.java.llc_misses_per_op"} and doc["evaluations"] <= 6 + 1  # + the interval
+    assert set(doc["fitted"]) == {"workloads.java.llc_misses_per_op"} and doc["evaluations"] <= 6  # the interval's run included
     assert doc["error_after_pct"] <= doc["error_before_pct"]
     assert "judge the model on other figures" in doc["note"]
     # Two targets, one field: an interval for it, from the Jacobian.
@@ -103,7 +103,7 @@ def test_bad_measurements_files(tmp_path, capsys):
 
     bom = tmp_path / "excel.csv"
     bom.write_bytes(b"\xef\xbb\xbflabel,metric,value\r\nnumactl,relative_throughput,1.15\r\n")  # Excel's CSV UTF-8
-    assert _measured_csv(str(bom)) == [("numactl", "relative_throughput", 1.15)]
+    assert _measured_csv(str(bom))[0] == [("numactl", "relative_throughput", 1.15)]
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_data()))
     bad = tmp_path / "bad.csv"
@@ -116,7 +116,8 @@ def test_bad_measurements_files(tmp_path, capsys):
         assert message in err and "Traceback" not in err
 
 
-def test_a_fit_is_refused_before_any_run_on_a_whole_number_field_or_a_path_given_twice(tmp_path, capsys, monkeypatch):
+def _no_runs(tmp_path, monkeypatch):
+    """The scenario file of _data(), with simulations made to fail the test: what follows is refused first."""
     import numasim.runner
 
     def no_run(*a, **kw):
@@ -125,9 +126,50 @@ def test_a_fit_is_refused_before_any_run_on_a_whole_number_field_or_a_path_given
     monkeypatch.setattr(numasim.runner, "run", no_run)
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(_data()))
+    return path
+
+
+def test_a_fit_is_refused_before_any_run_on_a_whole_number_field_or_a_path_given_twice(tmp_path, capsys, monkeypatch):
+    path = _no_runs(tmp_path, monkeypatch)
     assert main(["calibrate", str(path), "--fit", "pods.0.threads=1..3", "--target", "numactl:throughput=1"]) == 2
     err = capsys.readouterr().err
     assert "--fit pods.0.threads: needs a real-valued field" in err and "valid integer" in err
     assert main(["calibrate", str(path), "--fit", "machine.remote_latency_ns=100..200",
                  "--fit", "machine.remote_latency_ns=150..250", "--target", "numactl:throughput=1"]) == 2
     assert "--fit machine.remote_latency_ns: given twice" in capsys.readouterr().err
+
+
+def test_each_measured_figure_is_checked_where_it_was_given(tmp_path, capsys, monkeypatch):
+    path = _no_runs(tmp_path, monkeypatch)
+    measured = tmp_path / "m.csv"
+    fit = ["calibrate", str(path), "--fit", "workloads.java.llc_misses_per_op=500..6000"]
+    for rows, where, words in (
+            ("numactl,relative_throughput,1.1\ncfs,locality,nan\n", "line 3", "finite number at least 0"),
+            ("numactl,relative_throughput,inf\n", "line 2", "finite number above 0"),
+            ("numactl,relative_throughput,-1.1\n", "line 2", "above 0"),
+            ("numactl,locality,1.5\n", "line 2", "at most 1"),
+            ("nosuch,locality,0.5\n", "line 2", "no variant 'nosuch'"),
+            ("numactl,speed,0.5\n", "line 2", "unknown metric 'speed'"),
+            ("cfs,locality,0.5\nnumactl,throughput,9\ncfs,locality,0.6\n", "line 4", "also at line 2")):
+        measured.write_text("label,metric,value\n" + rows)
+        assert main([*fit, "--measured", str(measured)]) == 2, rows
+        err = capsys.readouterr().err
+        assert f"m.csv: {where}: " in err and words in err and "--target" not in err, err
+    measured.write_text("label,metric,value\ncfs,locality,0.5\n")
+    assert main([*fit, "--measured", str(measured), "--target", "cfs:locality=0.6"]) == 2
+    assert "--target cfs:locality: cfs:locality is measured twice (also at line 2)" in capsys.readouterr().err
+    assert main([*fit, "--target", "numactl:relative_throughput=0"]) == 2
+    assert "--target numactl:relative_throughput: the measured relative_throughput must be" in capsys.readouterr().err
+
+
+def test_a_calibration_over_its_budget_is_refused_before_any_run(tmp_path, capsys, monkeypatch):
+    path = _no_runs(tmp_path, monkeypatch)
+    fit = ["calibrate", str(path), "--fit", "workloads.java.llc_misses_per_op=500..6000",
+           "--target", "numactl:relative_throughput=1.1", "--target", "cfs:locality=0.5"]
+    assert main([*fit, "--max-work", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-work: this calibration's 40 runs at most are estimated at 80 simulations" in err
+    assert main([*fit, "--max-work", "1", "--max-evaluations", "3", "--leave-one-out"]) == 2
+    assert "this calibration's 11 runs at most" in capsys.readouterr().err  # 3 + 2 x (3 + 1)
+    assert main([*fit, "--max-work", "0"]) == 2
+    assert "--max-work: must be a positive number" in capsys.readouterr().err

@@ -156,3 +156,20 @@ def test_bad_kubelet_options_are_clear_errors(options, path, words):
         numasim.from_dict(data)
     text = str(info.value)
     assert f"policies[0].options.{path}" in text and words in text
+
+
+def test_topology_manager_refuses_more_numa_nodes_than_the_kubelet_allows():
+    """The kubelet's Topology Manager will not start on more than 8 NUMA nodes; its hint merging is 2^nodes."""
+    machine = {"preset": "pacific-broadwell", "sockets": 2, "nodes_per_socket": 5, "cores_per_node": 2,
+               "memory_per_node": "4GiB", "slit": None}
+    options = {"cpu_manager_policy": "static", "reserved_cpus": 1, "topology_manager_policy": "single-numa-node"}
+    data = small_scenario(machine=machine, policies=[{"label": "k", "policy": "k8s", "options": options}])
+    with pytest.raises(numasim.ScenarioError) as info:
+        numasim.from_dict(data)
+    assert "policies[0].options.topology_manager_policy" in str(info.value) and "10 NUMA nodes" in str(info.value)
+    kubelet = data["policies"][0]["options"]
+    kubelet["topology_manager_policy"] = "none"
+    numasim.from_dict(data)  # the CPU Manager alone has no such limit
+    data["machine"]["nodes_per_socket"] = 4
+    kubelet["topology_manager_policy"] = "single-numa-node"
+    numasim.from_dict(data)  # 8 nodes is the kubelet's limit, allowed

@@ -73,6 +73,13 @@ BAD = [
     (["runs"], "x", "runs: expected a list, got a string"),
     (["baseline"], "nosuch", "baseline: 'nosuch' names no run; labels: cfs, numactl"),
     (["runs", 1, "label"], "cfs", "runs[1].label: 'cfs' is also the label of runs[0]"),
+    # numasim writes plain JSON (allow_nan=False): NaN and Infinity are not read back, nor numbers past a float.
+    (["runs", 0, "throughput"], float("nan"), "malformed JSON: NaN is not a number numasim writes"),
+    (["runs", 0, "memory_gbps"], float("-inf"), "malformed JSON: -Infinity is not a number numasim writes"),
+    (["runs", 0, "migrations"], 10 ** 400, "runs[0].migrations: expected a number, got a number past a float's range"),
+    # Text a terminal would act on (an ANSI escape, a carriage return) is refused, not echoed.
+    (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected a string, got a string with control characters"),
+    (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected a string, got a string with control"),
 ]
 
 
@@ -117,5 +124,7 @@ def test_a_file_over_the_cap_is_refused_unread(tmp_path):
 def test_the_checks_apply_to_data_too(good):
     with pytest.raises(ValueError, match=r"runs\[0\]\.pods\[0\]: expected an object"):
         numasim.RunResult.from_json(_set(good, ["runs", 0, "pods"], [1]))
+    with pytest.raises(ValueError, match=r"runs\[0\]\.throughput: expected a number, got inf"):
+        numasim.RunResult.from_json(_set(good, ["runs", 0, "throughput"], float("inf")))
     back = numasim.RunResult.from_json(good)
     assert back.to_json()["runs"] == good["runs"]

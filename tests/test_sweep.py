@@ -241,3 +241,69 @@ def test_the_files_beside_out_are_checked_before_anything_runs(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "the path is too long for a sweep" in err and "249 bytes per name" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clash.parquet.parts", "small.yaml"]
+
+
+def test_out_holding_another_sweep_or_another_file_is_refused_and_kept(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(_scenario()))
+    out = tmp_path / "s.parquet"
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,2", "--out", str(out), "--workers", "1",
+                 "--quiet"]) == 0
+    before = out.read_bytes()
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=3", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "holds 2 points of another sweep" in err and "choose another --out" in err
+    assert out.read_bytes() == before and not (tmp_path / "s.parquet.parts").exists()
+    foreign = tmp_path / "mine.parquet"
+    pd.DataFrame({"a": [1, 2]}).to_parquet(foreign)
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1", "--out", str(foreign), "--quiet"]) == 2
+    assert "is not a sweep's result (no 'point' column)" in capsys.readouterr().err
+    assert pd.read_parquet(foreign)["a"].tolist() == [1, 2]
+
+
+def test_a_sweep_whose_every_point_fails_leaves_nothing(tmp_path, monkeypatch):
+    import numasim.runner
+
+    def fails(scenario, **kw):
+        raise RuntimeError("a broken point")
+
+    out = tmp_path / "s.parquet"
+    monkeypatch.setattr(numasim.runner, "run", fails)
+    with _threads_cluster() as cluster, pytest.raises(numasim.NumasimError, match="2 of 2 sweep points failed"):
+        numasim.sweep(_scenario(), grid={"pods.0.replicas": [1, 2]}, out=out, scheduler=cluster.scheduler_address,
+                      quiet=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(_scenario()))
+    out = tmp_path / "s.parquet"
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,2,3", "--out", str(out), "--max-work", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-work: this sweep's 3 points to run are estimated at 6 simulations" in err, err
+    assert "sweep fewer points" in err and "Traceback" not in err
+    assert main(["sweep", str(path), "--grid", "pods.0.replicas=1", "--out", str(out), "--max-memory", "0.000001"]) == 2
+    assert "--max-memory: one simulation is estimated to need" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.yaml"]
+
+
+def test_a_range_over_a_whole_number_field_samples_whole_numbers(tmp_path):
+    from numasim.sweep import _whole_paths
+
+    ranges = {"pods.0.replicas": (1.0, 4.0), "machine.interconnect_gbps": (5.0, 30.0)}
+    assert _whole_paths(_scenario(), ranges, "a test") == {"pods.0.replicas"}
+    pts = sweep_points({}, sample=8, ranges=ranges, seed=1, whole={"pods.0.replicas"})
+    # Each of 1..4 is a quarter of the unit interval: a Latin hypercube of 8 gives each twice.
+    assert sorted(p["pods.0.replicas"] for p in pts) == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert all(isinstance(p["pods.0.replicas"], int) for p in pts)
+    assert not all(float(p["machine.interconnect_gbps"]).is_integer() for p in pts)
+    with pytest.raises(numasim.ScenarioError, match="takes whole numbers, and there is none in 1.2..1.8"):
+        sweep_points({}, sample=2, ranges={"pods.0.replicas": (1.2, 1.8)}, whole={"pods.0.replicas"})
+    frame = numasim.sweep(_scenario(), sample=2, ranges={"pods.0.replicas": (1.0, 2.0)}, out=tmp_path / "s.parquet",
+                          workers=1, quiet=True)
+    assert sorted(set(frame["pods.0.replicas"])) == [1, 2]

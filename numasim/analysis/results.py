@@ -10,6 +10,8 @@ as pandas DataFrames.
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -250,8 +252,11 @@ def _read_json(path) -> Any:
         text = read_text(path, "a JSON file", MAX_BYTES)
     except ScenarioError as exc:
         raise ValueError("; ".join(p.message for p in exc.problems)) from None
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a number numasim writes (its results are plain JSON)")
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=no_constant)
     except RecursionError:
         raise ValueError("nested too deeply to be numasim results") from None
     except ValueError as exc:
@@ -278,14 +283,25 @@ class _Shape(ValueError):
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite int or float (not true/false, NaN, an infinity or an int past a float's range)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _is_text(v: Any) -> bool:
+    """A string of printable characters, as a scenario's names and labels are (nothing a terminal acts on)."""
+    return isinstance(v, str) and not any(unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t" for ch in v)
 
 
 _KINDS = {
     "an object": lambda v: isinstance(v, dict),
     "an object or null": lambda v: v is None or isinstance(v, dict),
     "a list": lambda v: isinstance(v, list),
-    "a string": lambda v: isinstance(v, str),
+    "a string": _is_text,
     _NUMBER: _is_number,
     _NUMBER_OR_NULL: lambda v: v is None or _is_number(v),
 }
@@ -309,6 +325,10 @@ def _kind(v: Any) -> str:
         return "null"
     if isinstance(v, bool):
         return "true/false"
+    if isinstance(v, str) and not _is_text(v):
+        return "a string with control characters"
+    if isinstance(v, (int, float)) and not _is_number(v):
+        return "a number past a float's range" if isinstance(v, int) else f"{v}"
     return {dict: "an object", list: "a list", str: "a string"}.get(type(v), "a number")
 
 
@@ -359,7 +379,7 @@ def _check_document(data: dict[str, Any]) -> None:
         series = _need(run, "timeseries", path, "an object")
         for key, values in series.items():
             if not isinstance(values, list):
-                raise _Shape(f"{path}.timeseries.{key[:80]}", f"expected a list, got {_kind(values)}")
+                raise _Shape(f"{path}.timeseries.{key[:80]!r}", f"expected a list, got {_kind(values)}")
         for key in ("time_s", "throughput"):
             _numbers(series.get(key) or [], f"{path}.timeseries.{key}", null=True)
         if len(series.get("throughput") or []) != len(series.get("time_s") or []):
@@ -404,4 +424,4 @@ def _check_latency(obj: dict, path: str) -> None:
     latency = _need(obj, "latency", path, "an object or null")
     for key, v in (latency or {}).items():
         if not (v is None or _is_number(v)):
-            raise _Shape(f"{path}.latency.{key[:80]}", f"expected {_NUMBER_OR_NULL}, got {_kind(v)}")
+            raise _Shape(f"{path}.latency.{key[:80]!r}", f"expected {_NUMBER_OR_NULL}, got {_kind(v)}")
