@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES
 from .errors import NumasimError, Problem, ScenarioError
 
 __all__ = ["calibrate", "Calibration", "METRICS"]
@@ -41,11 +42,12 @@ class Calibration:
     error_before_pct: float | None = None  # RMS relative error of the targets before the fit
     error_after_pct: float | None = None
     leave_one_out: list[dict[str, Any]] = field(default_factory=list)  # each target predicted by a fit without it
+    ci_note: str | None = None  # why there is no interval, when there is none
 
     def to_json(self) -> dict[str, Any]:
         return {"fitted": self.fitted, "ci": self.ci, "targets": self.targets, "evaluations": self.evaluations,
                 "error_before_pct": self.error_before_pct, "error_after_pct": self.error_after_pct,
-                "leave_one_out": self.leave_one_out, "overrides": self.overrides()}
+                "leave_one_out": self.leave_one_out, "overrides": self.overrides(), "ci_note": self.ci_note}
 
     def overrides(self) -> list[str]:
         """The fitted values as ``--set`` overrides."""
@@ -75,6 +77,8 @@ def check_targets(targets: list[tuple[str, str, float]], labels: set[str],
                   origins: list[tuple[str | None, str]] | None = None) -> None:
     """Refuse a target naming no variant or metric, a value its metric cannot take, or one given twice."""
     origins = origins or [(None, f"--target {label}:{metric}") for label, metric, _ in targets]
+    if len(origins) != len(targets):
+        raise ValueError(f"{len(targets)} targets but {len(origins)} origins")
     seen: dict[tuple[str, str], str] = {}
     for (label, metric, value), (source, where) in zip(targets, origins):
         def bad(message: str) -> ScenarioError:
@@ -90,7 +94,7 @@ def check_targets(targets: list[tuple[str, str, float]], labels: set[str],
             raise bad(f"the measured {metric} must be a finite number {span}, got {value}")
         if (label, metric) in seen:
             raise bad(f"{label}:{metric} is measured twice (also at {seen[label, metric]}); give one value")
-        seen[label, metric] = where
+        seen[label, metric] = f"{source}, {where}" if source else where
 
 
 def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, tuple[float, float]],
@@ -98,7 +102,8 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
               replications: int | None = None, workers: int = 0, max_evaluations: int = 40,
               on_evaluation: Callable[[dict[str, float], float], None] | None = None,
               leave_one_out: bool = False, origins: list[tuple[str | None, str]] | None = None,
-              max_work_s: float | None = None, max_memory_bytes: float | None = None) -> Calibration:
+              max_work_s: float | None = DEFAULT_MAX_WORK_S,
+              max_memory_bytes: float | None = MAX_MEMORY_BYTES) -> Calibration:
     """Fit ``fit``'s fields (paths with bounds) so that the scenario's ``targets`` match the measured values.
 
     ``targets`` are ``(variant label, metric, measured value)`` with metric one of
@@ -135,13 +140,19 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     check_targets(targets, labels, origins)
     wanted = sorted({t[0] for t in targets} | {checked.baseline})
     runs = max_evaluations + (len(targets) * (max_evaluations + 1) if leave_one_out and len(targets) > 1 else 0)
-    costs = [estimate(checked, select_variants(checked, wanted), None, False)]
+    def cost(scenario) -> Any:
+        return estimate(scenario, select_variants(scenario, wanted), None, False)
+
+    costs = [cost(checked)]
+    costlier: dict[str, float] = {}  # each field's costlier end
     for path, (lo, hi) in fit.items():  # both ends must give a valid scenario
+        ends = []
         for end in (lo, hi):
             data = copy.deepcopy(base)
             set_path(data, path, end, "--fit")
-            at_end = from_dict(data, source=f"{source} with {path}={end:g}")
-            costs.append(estimate(at_end, select_variants(at_end, wanted), None, False))
+            ends.append(cost(from_dict(data, source=f"{source} with {path}={end:g}")))
+        costs += ends
+        costlier[path] = hi if ends[1].cpu_seconds >= ends[0].cpu_seconds else lo
         # and so must a value between them that is not a whole number: the fit tries any real value
         mid = (lo + hi) / 2
         if mid.is_integer():
@@ -153,6 +164,14 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
         except ScenarioError as exc:
             raise ScenarioError(Problem(f"--fit {path}", f"needs a real-valued field, and {path}={mid:g} is refused: "
                                                          f"{exc.problems[0]}")) from None
+    if len(fit) > 1:  # the fields' costlier ends together (a corner may cost more than each alone)
+        data = copy.deepcopy(base)
+        for path, end in costlier.items():
+            set_path(data, path, end, "--fit")
+        try:
+            costs.append(cost(from_dict(data, source=source)))
+        except ScenarioError:
+            pass  # a corner the fields cannot take together; the fit meets it only if the scenario allows it
     costliest = max(costs, key=lambda e: e.cpu_seconds)
     per_seed = (replications or checked.spec.replications) / checked.spec.replications  # --replications
     check_budget(combine([costliest], runs * per_seed), max_work_s, max_memory_bytes, source,
@@ -160,7 +179,8 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     paths = list(fit)
     m, n = len(targets), len(paths)
     # The interval's Jacobian (n runs, with more targets than fields) comes out of the same budget.
-    limit = max_evaluations - (n if m > n and max_evaluations > n else 0)
+    # (Only when the fit keeps two runs or more: one run is the start alone, with nothing fitted.)
+    limit = max_evaluations - (n if m > n and max_evaluations >= n + 2 else 0)
     history: list[dict[str, Any]] = []
     cache: dict[tuple, list[float]] = {}
 
@@ -217,6 +237,7 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
         before = before if "before" in locals() else None
     best = min(history, key=lambda h: h["error"])
     limit = max_evaluations
+    ci_note: str | None = "no more targets than fitted fields"
     if m > n:
         # 95 % intervals from the Jacobian at the best point (forward differences over 5 % of each
         # value, inside the bounds; the n runs kept for them) and the residual variance.
@@ -232,14 +253,16 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
             try:
                 jac[:, i] = ((np.asarray(predict(list(xs))) - measured_v) / scale - r0) / step
             except _Budget:
+                ci_note = "--max-evaluations left no runs for it"
                 break
         else:
             s2 = float(np.sum(r0 ** 2)) / (m - n)
             try:
                 cov = np.linalg.inv(jac.T @ jac) * s2
                 ci = {p: float(1.96 * np.sqrt(max(cov[i, i], 0.0))) for i, p in enumerate(paths)}
+                ci_note = None
             except np.linalg.LinAlgError:
-                pass  # the fields are not separately identifiable from these targets
+                ci_note = "the fields are not separately identifiable from these targets"
         best = min(history, key=lambda h: h["error"])
     rows = [{"label": t[0], "metric": t[1], "measured": t[2], "predicted": p,
              "error_pct": 100.0 * (p - t[2]) / (abs(t[2]) or 1.0)} for t, p in zip(targets, best["predicted"])]
@@ -248,12 +271,13 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
         for i, t in enumerate(targets):
             others = [x for j, x in enumerate(targets) if j != i]
             sub = calibrate(base, fit, others, replications=replications, workers=workers,
-                            max_evaluations=max_evaluations)
+                            max_evaluations=max_evaluations, max_work_s=None, max_memory_bytes=None)  # costed above
             check = calibrate_predict(base, sub.fitted, [t], replications, workers)
             loo.append({"left_out": f"{t[0]}:{t[1]}", "fitted": sub.fitted, "measured": t[2], "predicted": check[0],
                         "error_pct": 100.0 * (check[0] - t[2]) / (abs(t[2]) or 1.0)})
     return Calibration(fitted=best["values"], targets=rows, evaluations=len(history), history=history, ci=ci,
-                       error_before_pct=before, error_after_pct=rms(best["predicted"]), leave_one_out=loo)
+                       error_before_pct=before, error_after_pct=rms(best["predicted"]), leave_one_out=loo,
+                       ci_note=ci_note)
 
 
 def _current(data: dict[str, Any], path: str, default: float) -> float:

@@ -203,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--workers", type=_workers, default=0, help="processes for the variants of each run (default: one per CPU)")
     _budget_flags(cal, "a calibration whose runs (each costed as the costliest end of any --fit bound) are")
     cal.add_argument("--json", metavar="FILE", help='write {"fitted": {PATH: value}, "ci", "targets", "error_before_pct", '
-                                                   '"error_after_pct", "leave_one_out", "overrides"}')
+                                                   '"error_after_pct", "leave_one_out", "overrides", "ci_note"}')
 
     cmp_ = sub.add_parser(
         "compare", help="put two results (run --json) side by side, with the significance of each difference",

@@ -175,7 +175,7 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
     for path, value in res.fitted.items():
         ci = res.ci.get(path)
         out.print(f"fitted {path} = {value:.6g}" + (f" ± {ci:.3g} (95 %)" if ci is not None else
-                                                    " (no interval: no more targets than fitted fields)"),
+                                                    f" (no interval: {res.ci_note})"),
                   markup=False, highlight=False)
     if res.error_before_pct is not None:
         out.print(f"RMS error of the targets: {res.error_before_pct:.1f} % before, {res.error_after_pct:.1f} % after",
@@ -224,8 +224,8 @@ def _cmd_compare(args, out: Console, err: Console) -> int:
     pa, pb = a.scenario.get("provenance") or {}, b.scenario.get("provenance") or {}
     for key, what in (("scenario_hash", "scenarios"), ("numasim_version", "numasim versions")):
         if pa.get(key) != pb.get(key):
-            err.print(f"note: different {what}: {str(pa.get(key))[:80]!r} and {str(pb.get(key))[:80]!r}",
-                      markup=False, highlight=False)
+            shown = [repr(str(v)[:80]) if v is not None else "not recorded" for v in (pa.get(key), pb.get(key))]
+            err.print(f"note: different {what}: {shown[0]} and {shown[1]}", markup=False, highlight=False)
     rows = compare(a, b)
     if not rows:
         raise NumasimError(f"{args.a} and {args.b} have no variant label in common")

@@ -102,7 +102,8 @@ def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
 
 
 def _whole_paths(base: dict[str, Any], ranges: dict[str, tuple[float, float]], source: str) -> set[str]:
-    """The --range paths that take whole numbers only: a value between two is refused, a whole one is not."""
+    """The --range paths that take whole numbers only: a value between two is refused as not an integer,
+    a whole one is accepted."""
     from .model.scenario import from_dict
 
     whole = set()
@@ -110,14 +111,16 @@ def _whole_paths(base: dict[str, Any], ranges: dict[str, tuple[float, float]], s
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             continue  # sweep_points says so
         mid = (lo + hi) / 2
-        fraction = mid + 0.5 if mid.is_integer() else mid
+        fraction = mid + min(0.5, (hi - lo) / 4) if mid.is_integer() else mid  # inside LO..HI
         try:
             from_dict(_point_data(base, {path: fraction}, "--range"), source=source)
-        except ScenarioError:
+        except ScenarioError as exc:
+            if "integer" not in str(exc):
+                continue  # refused for another reason (a bound): the points' own checks say why
             try:
                 from_dict(_point_data(base, {path: round(mid)}, "--range"), source=source)
             except ScenarioError:
-                continue  # neither: the points' own checks say why
+                continue
             whole.add(path)
     return whole
 
@@ -201,17 +204,19 @@ def _read_done(out: Path, parts: Path, keys: set[str]) -> dict[str, "Any"]:
     import pandas as pd
 
     done: dict[str, Any] = {}
+    old_keys: list[str] = []
     if out.exists():
         try:
             old = pd.read_parquet(out)
         except Exception as exc:
             raise NumasimError(f"--out {out}: exists but is not a readable Parquet file of a sweep ({exc}); "
                                "move it away or choose another --out") from None
-        if "point" not in old.columns:
+        if "point" not in old.columns and len(old.columns):  # (no columns: numasim <= 4e7e02d after every point failed)
             raise NumasimError(f"--out {out}: exists and is not a sweep's result (no 'point' column); "
                                "move it away or choose another --out")
-        for key, rows in old.groupby("point", sort=False):
+        for key, rows in (old.groupby("point", sort=False) if len(old) else ()):
             done[str(key)] = rows
+        old_keys = list(done)
     if parts.is_dir():
         for f in parts.glob("*.parquet"):
             try:
@@ -220,8 +225,10 @@ def _read_done(out: Path, parts: Path, keys: set[str]) -> dict[str, "Any"]:
                 f.unlink()  # a part cut short by a crash: the point runs again
     other = set(done) - keys
     if other:
+        where = out if out.exists() and not (set(old_keys) <= keys) else parts
+        count = f"{len(other):,} point{'s' if len(other) != 1 else ''}"
         raise NumasimError(
-            f"--out {out}: holds {len(other):,} points of another sweep (another grid, sample, --set, --seed, --policy "
+            f"--out {out}: {where} holds {count} of another sweep (another grid, sample, --set, --seed, --policy "
             "or numasim version), which this sweep would overwrite; move it away or choose another --out")
     return done
 
@@ -292,18 +299,21 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         raise ScenarioError(Problem("--grid", "no points: give --grid PATH=V1,V2 (or --sample N --range PATH=LO..HI), "
                                               "or a sweep: section in the scenario"), source=source)
     jobs = []
-    scenarios = {}
+    costs = {}  # each point's estimate (not its Scenario: a sweep may have 100,000 points)
     for point in points:
         where = "the sweep point " + ", ".join(f"{p}={v}" for p, v in point.items())
         data = _point_data(base, point, where)
         key = _key(data, seed, policies)
-        scenarios[key] = from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
+        if key in costs:
+            continue  # the same scenario again (a value listed twice, whole numbers sampled twice): run it once
+        checked = from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
+        costs[key] = estimate(checked, select_variants(checked, policies), None, False)
         jobs.append((point, data, key))
     done: dict[str, Any] = {}
     if out_path is not None and parts is not None:
         done = _read_done(out_path, parts, {k for _, _, k in jobs})
     todo = [(p, d, k) for p, d, k in jobs if k not in done]
-    cost = combine([estimate(scenarios[k], select_variants(scenarios[k], policies), None, False) for _, _, k in todo])
+    cost = combine([costs[k] for _, _, k in todo])
     check_budget(cost, max_work_s, max_memory_bytes, source, what=f"this sweep's {len(todo):,} points to run are",
                  fewer="sweep fewer points, shorten duration, lower replications or pods")
     results: dict[str, Any] = {k: done[k] for _, _, k in jobs if k in done}

@@ -150,14 +150,14 @@ def test_each_measured_figure_is_checked_where_it_was_given(tmp_path, capsys, mo
             ("numactl,locality,1.5\n", "line 2", "at most 1"),
             ("nosuch,locality,0.5\n", "line 2", "no variant 'nosuch'"),
             ("numactl,speed,0.5\n", "line 2", "unknown metric 'speed'"),
-            ("cfs,locality,0.5\nnumactl,throughput,9\ncfs,locality,0.6\n", "line 4", "also at line 2")):
+            ("cfs,locality,0.5\nnumactl,throughput,9\ncfs,locality,0.6\n", "line 4", "m.csv, line 2)")):
         measured.write_text("label,metric,value\n" + rows)
         assert main([*fit, "--measured", str(measured)]) == 2, rows
         err = capsys.readouterr().err
         assert f"m.csv: {where}: " in err and words in err and "--target" not in err, err
     measured.write_text("label,metric,value\ncfs,locality,0.5\n")
     assert main([*fit, "--measured", str(measured), "--target", "cfs:locality=0.6"]) == 2
-    assert "--target cfs:locality: cfs:locality is measured twice (also at line 2)" in capsys.readouterr().err
+    assert "--target cfs:locality: cfs:locality is measured twice (also at " in capsys.readouterr().err
     assert main([*fit, "--target", "numactl:relative_throughput=0"]) == 2
     assert "--target numactl:relative_throughput: the measured relative_throughput must be" in capsys.readouterr().err
 
@@ -173,3 +173,41 @@ def test_a_calibration_over_its_budget_is_refused_before_any_run(tmp_path, capsy
     assert "this calibration's 11 runs at most" in capsys.readouterr().err  # 3 + 2 x (3 + 1)
     assert main([*fit, "--max-work", "0"]) == 2
     assert "--max-work: must be a positive number" in capsys.readouterr().err
+    # From Python the same default budget holds: a 100-hour scenario is refused before it runs.
+    long = {**_data(), "duration": "100h"}
+    with pytest.raises(numasim.ScenarioError, match="--max-work: this calibration's 2 runs at most"):
+        numasim.calibrate(long, {"workloads.java.llc_misses_per_op": (500.0, 6000.0)},
+                          [("numactl", "relative_throughput", 1.1)], max_evaluations=2)
+
+
+def test_the_costliest_corner_of_the_fit_bounds_is_costed():
+    from numasim.budget import estimate
+
+    # Shorter requests and no think time each bring more requests, both together more than either.
+    fit = {"workloads.java.requests.think_ms": (0.0, 1.0), "workloads.java.requests.ops": (0.01, 30.0)}
+
+    def data(think_ms: float = 1.0, ops: float = 30.0) -> dict:
+        d = _data()
+        d["workloads"]["java"]["requests"] = {"mode": "closed", "ops": ops, "think_ms": think_ms}
+        return d
+
+    def cost(**values) -> float:
+        s = numasim.from_dict(data(**values))
+        return estimate(s, [s.variant("cfs"), s.variant("numactl")], None, False).cpu_seconds
+
+    alone = max(cost(think_ms=0.0), cost(ops=0.01), cost())
+    corner = cost(think_ms=0.0, ops=0.01)
+    assert corner > 1.5 * alone
+    with pytest.raises(numasim.ScenarioError, match="this calibration's 5 runs at most"):
+        numasim.calibrate(data(), fit, [("numactl", "relative_throughput", 1.1)], max_evaluations=5,
+                          max_work_s=5 * (alone + corner) / 2)
+
+
+def test_a_budget_too_small_for_the_interval_goes_to_the_fit_and_says_so():
+    # 2 fields and 3 targets with 3 runs: keeping 2 for the interval would leave the fit only its start.
+    res = numasim.calibrate(_data(), {"workloads.java.llc_misses_per_op": (500.0, 6000.0),
+                                      "machine.remote_latency_ns": (100.0, 250.0)},
+                            [("numactl", "relative_throughput", 1.25), ("cfs", "locality", 0.5),
+                             ("numactl", "locality", 1.0)], workers=1, max_evaluations=3)
+    assert res.evaluations == 3 and len({tuple(h["values"].values()) for h in res.history}) == 3
+    assert all(v is None for v in res.ci.values()) and res.ci_note == "--max-evaluations left no runs for it"

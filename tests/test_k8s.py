@@ -173,3 +173,14 @@ def test_topology_manager_refuses_more_numa_nodes_than_the_kubelet_allows():
     data["machine"]["nodes_per_socket"] = 4
     kubelet["topology_manager_policy"] = "single-numa-node"
     numasim.from_dict(data)  # 8 nodes is the kubelet's limit, allowed
+
+
+def test_cpu_less_numa_nodes_count_toward_the_kubelets_limit():
+    # cadvisor lists every NUMA node to the kubelet, memory-only ones too: 8 with CPUs and 6 CXL/HBM-like ones is 14.
+    machine = {"preset": "sapphirerapids-8480-e3s", "nodes_per_socket": 4, "slit": None}
+    options = {"cpu_manager_policy": "static", "reserved_cpus": 1, "topology_manager_policy": "best-effort"}
+    data = small_scenario(machine=machine, policies=[{"label": "k", "policy": "k8s", "options": options}])
+    spec = numasim.from_dict({**data, "policies": [{"label": "cfs", "policy": "cfs"}]})
+    assert len(spec.machine.cpu_nodes) == 8 and spec.machine.n_nodes > 8
+    with pytest.raises(numasim.ScenarioError, match=f"the machine has {spec.machine.n_nodes} NUMA nodes"):
+        numasim.from_dict(data)

@@ -59,7 +59,7 @@ BAD = [
     (["runs", 0, "pods"], [1], "runs[0].pods[0]: expected an object, got a number"),
     (["scenario"], 5, "scenario: expected an object, got a number"),
     (["scenario", "provenance"], 5, "scenario.provenance: expected an object or null"),
-    (["runs", 0, "label"], ["x"], "runs[0].label: expected a string, got a list"),
+    (["runs", 0, "label"], ["x"], "runs[0].label: expected printable text, got a list"),
     (["runs", 0, "replicates"], "x", "runs[0].replicates: expected a list, got a string"),
     (["runs", 0, "replicates"], [{"seed": 1, "throughput": "a"}, {"seed": 2, "throughput": "b"}],
      "runs[0].replicates[0].throughput: expected a number, got a string"),
@@ -78,8 +78,8 @@ BAD = [
     (["runs", 0, "memory_gbps"], float("-inf"), "malformed JSON: -Infinity is not a number numasim writes"),
     (["runs", 0, "migrations"], 10 ** 400, "runs[0].migrations: expected a number, got a number past a float's range"),
     # Text a terminal would act on (an ANSI escape, a carriage return) is refused, not echoed.
-    (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected a string, got a string with control characters"),
-    (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected a string, got a string with control"),
+    (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected printable text, got a string with control characters"),
+    (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected printable text, got a string with control"),
 ]
 
 
@@ -126,5 +126,8 @@ def test_the_checks_apply_to_data_too(good):
         numasim.RunResult.from_json(_set(good, ["runs", 0, "pods"], [1]))
     with pytest.raises(ValueError, match=r"runs\[0\]\.throughput: expected a number, got inf"):
         numasim.RunResult.from_json(_set(good, ["runs", 0, "throughput"], float("inf")))
+    # A policy's reason for rejecting a pod is its own words: kept as written (JSON escapes them), not refused.
+    reason = _set(good, ["runs", 0, "pods", 0, "reason"], "no room\r\n\tline two")
+    assert numasim.RunResult.from_json(reason).run("cfs").pods[0].reason == "no room\r\n\tline two"
     back = numasim.RunResult.from_json(good)
     assert back.to_json()["runs"] == good["runs"]

@@ -254,7 +254,7 @@ def test_out_holding_another_sweep_or_another_file_is_refused_and_kept(tmp_path,
     before = out.read_bytes()
     assert main(["sweep", str(path), "--grid", "pods.0.replicas=3", "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "holds 2 points of another sweep" in err and "choose another --out" in err
+    assert f"{out} holds 2 points of another sweep" in err and "choose another --out" in err
     assert out.read_bytes() == before and not (tmp_path / "s.parquet.parts").exists()
     foreign = tmp_path / "mine.parquet"
     pd.DataFrame({"a": [1, 2]}).to_parquet(foreign)
@@ -304,6 +304,25 @@ def test_a_range_over_a_whole_number_field_samples_whole_numbers(tmp_path):
     assert not all(float(p["machine.interconnect_gbps"]).is_integer() for p in pts)
     with pytest.raises(numasim.ScenarioError, match="takes whole numbers, and there is none in 1.2..1.8"):
         sweep_points({}, sample=2, ranges={"pods.0.replicas": (1.2, 1.8)}, whole={"pods.0.replicas"})
-    frame = numasim.sweep(_scenario(), sample=2, ranges={"pods.0.replicas": (1.0, 2.0)}, out=tmp_path / "s.parquet",
-                          workers=1, quiet=True)
-    assert sorted(set(frame["pods.0.replicas"])) == [1, 2]
+    # A real-valued field whose value between two whole numbers is refused for a bound is not a whole-number field.
+    assert _whole_paths(_scenario(), {"machine.smt_yield": (1.5, 2.5)}, "a test") == set()
+    # Whole numbers sampled twice are one point, run once: 4 samples of 1..2 are two points.
+    seen: list[str] = []
+    frame = numasim.sweep(_scenario(), sample=4, ranges={"pods.0.replicas": (1.0, 2.0)}, out=tmp_path / "s.parquet",
+                          workers=1, quiet=True, on_point=lambda key, *_: seen.append(key))
+    assert sorted(frame["pods.0.replicas"]) == [1, 1, 2, 2] and len(seen) == len(set(seen)) == 2
+    assert not frame.duplicated(["point", "label"]).any()
+
+
+def test_a_range_refused_at_a_bound_is_refused_not_rounded(tmp_path):
+    with pytest.raises(numasim.ScenarioError, match="smt_yield"):
+        numasim.sweep(_scenario(), sample=3, ranges={"machine.smt_yield": (1.5, 2.5)}, out=tmp_path / "s.parquet",
+                      quiet=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_out_left_when_every_point_failed_is_resumed(tmp_path):
+    out = tmp_path / "s.parquet"
+    pd.DataFrame().to_parquet(out)  # what numasim wrote before session 29 when every point failed
+    frame = numasim.sweep(_scenario(), grid={"pods.0.replicas": [1]}, out=out, workers=1, quiet=True)
+    assert frame["point"].nunique() == 1 and len(pd.read_parquet(out)) == 2

@@ -271,7 +271,8 @@ _RUN_NUMBERS = ("throughput", "cpu_utilisation", "memory_gbps", "migrations", "c
                 "throttled_seconds", "sim_events", "rate_solves")
 _RUN_OPTIONAL_NUMBERS = ("pages_promoted_bytes", "pages_demoted_bytes")
 _RUN_NUMBERS_OR_NULL = ("locality", "runqueue_wait")
-_POD_TEXTS = ("name", "group", "status", "reason")
+_POD_NAMES = ("name", "group")  # shown in tables and messages: printable
+_POD_TEXTS = ("status", "reason")  # a policy's words, JSON-escaped when written
 _POD_NUMBERS = ("throughput", "cpu_seconds", "migrations", "cross_node_migrations", "pages_migrated_bytes",
                 "throttled_seconds")
 _POD_NUMBERS_OR_NULL = ("locality", "runqueue_wait")
@@ -301,7 +302,8 @@ _KINDS = {
     "an object": lambda v: isinstance(v, dict),
     "an object or null": lambda v: v is None or isinstance(v, dict),
     "a list": lambda v: isinstance(v, list),
-    "a string": _is_text,
+    "a string": lambda v: isinstance(v, str),
+    "printable text": _is_text,
     _NUMBER: _is_number,
     _NUMBER_OR_NULL: lambda v: v is None or _is_number(v),
 }
@@ -342,7 +344,7 @@ def _check_document(data: dict[str, Any]) -> None:
     """Refuse a results document whose shape is not the one to_json writes (a _Shape error names the field)."""
     scenario = _need(data, "scenario", "", "an object")
     _need(scenario, "provenance", "scenario", "an object or null", optional=True)
-    baseline = _need(data, "baseline", "", "a string")
+    baseline = _need(data, "baseline", "", "printable text")
     runs = _need(data, "runs", "", "a list")
     if not runs:
         raise _Shape("runs", "expected at least one run")
@@ -351,12 +353,12 @@ def _check_document(data: dict[str, Any]) -> None:
         path = f"runs[{i}]"
         if not isinstance(run, dict):
             raise _Shape(path, f"expected an object, got {_kind(run)}")
-        label = _need(run, "label", path, "a string")
+        label = _need(run, "label", path, "printable text")
         if label in labels:
             raise _Shape(f"{path}.label", f"{label[:80]!r} is also the label of runs[{labels[label]}]; "
                                           "each run has its own label")
         labels[label] = i
-        _need(run, "policy", path, "a string")
+        _need(run, "policy", path, "printable text")
         for key in _RUN_NUMBERS:
             _need(run, key, path, _NUMBER)
         for key in _RUN_OPTIONAL_NUMBERS:
@@ -406,6 +408,8 @@ def _check_document(data: dict[str, Any]) -> None:
             where = f"{path}.pods[{j}]"
             if not isinstance(pod, dict):
                 raise _Shape(where, f"expected an object, got {_kind(pod)}")
+            for key in _POD_NAMES:
+                _need(pod, key, where, "printable text")
             for key in _POD_TEXTS:
                 _need(pod, key, where, "a string")
             for key in _POD_NUMBERS:

@@ -107,10 +107,10 @@ class K8s(CFS):
             out.append(Problem("reserved_cpus", f"must be 0-{machine.n_cpus - 1} CPUs, got {options.reserved_cpus}"))
         if options.cpu_manager_policy == "static" and not options.reserved_cpus:
             out.append(Problem("reserved_cpus", "the static CPU Manager needs reserved CPUs > 0 (kubelet: --reserved-cpus or kube/system-reserved)"))
-        nodes = len(machine.cpu_nodes)
+        nodes = machine.n_nodes  # all of them, as cadvisor lists them to the kubelet (CPU-less ones too)
         if options.topology_manager_policy != "none" and nodes > MAX_ALLOWABLE_NUMA_NODES:
             out.append(Problem("topology_manager_policy", (
-                f"the machine has {nodes} NUMA nodes with CPUs; the kubelet's Topology Manager refuses to start on more than "
+                f"the machine has {nodes} NUMA nodes; the kubelet's Topology Manager refuses to start on more than "
                 f"{MAX_ALLOWABLE_NUMA_NODES} (its hint merging grows as 2^nodes; the max-allowable-numa-nodes option that lifts "
                 "the limit is not modelled): use 'none'")))
         if options.memory_manager_policy == "Static" and options.reserved_memory <= 0:
