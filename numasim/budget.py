@@ -247,7 +247,7 @@ def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share
     if req is not None and req.mode == "open":
         per_s += EVENTS_PER_REQUEST * req.rate_per_s  # arrivals, whether or not the threads keep up
     if pr.pause_interval_ms is not None:
-        per_s += 2.0 * (threads + 1) / (pr.pause_interval_ms / 1e3)  # every thread blocks and wakes
+        per_s += 2.0 * (threads + 1) / max(pr.pause_interval_ms / 1e3, 1e-9)  # every thread blocks and wakes
     return per_s
 
 
@@ -263,7 +263,8 @@ def _closed_requests_per_s(pr: WorkloadProfile, machine: Machine, share: float) 
     stall = pr.dependent_fraction + (1.0 - pr.dependent_fraction) / max(mlp, 1.0)
     op_s = (pr.cycles_per_op / machine.spec.frequency_ghz
             + pr.llc_misses_per_op * machine.spec.local_latency_ns * stall) / 1e9
-    return 1.0 / (req.think_ms / 1e3 + req.ops * op_s / share)
+    # At most one a simulated nanosecond (the clock's step), whatever tiny values the fields take.
+    return 1.0 / max(req.think_ms / 1e3 + req.ops * op_s / share, 1e-9)
 
 
 def combine(estimates: list[Estimate], times: float = 1.0) -> Estimate:

@@ -319,9 +319,12 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     # Every output is checked before any simulation, and written with the others or not at all.
     outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report),
                                                    ("--trace", args.trace)) if target is not None]
+    # Inputs are never outputs: the scenario, a machine file, policy files (FILE.py of FILE.py:CLASS).
+    inputs = (args.scenario, *([args.machine] if args.machine else []),
+              *(ref.rpartition(":")[0] for ref in args.policy_file if ref.rpartition(":")[0]))
     seen: dict[str, str] = {}
     for flag, target in outputs:
-        path = check_target(target, f"{flag} {target}", (args.scenario,))
+        path = check_target(target, f"{flag} {target}", inputs)
         key = os.path.join(os.path.realpath(path.parent if str(path.parent) else "."), path.name)
         if key in seen:
             raise NumasimError(f"{flag} {target}: the same file as {seen[key]}")

@@ -66,7 +66,7 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
     from .importers.machine import to_yaml
     from .model.scenario import from_dict
 
-    inputs = tuple(x for x in (args.pods, args.kubelet_config) if x)
+    inputs = tuple(x for x in (args.pods, args.kubelet_config, args.machine) if x)
     target = check_target(args.output, f"-o {args.output}", inputs)
     machine = _machine_arg(args.machine)
     exclude = tuple(args.exclude_namespace) if args.exclude_namespace else ("kube-system",)

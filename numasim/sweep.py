@@ -352,6 +352,9 @@ def _check_parts(out: Path) -> Path:
         raise NumasimError(f"--out {str(out)[:60]}...: the path is too long for a sweep, which also writes "
                            f"NAME.parts/ (with its points' files) and .NAME.tmp beside it "
                            f"({NAME_MAX - 6} bytes per name, {PATH_MAX - 70} in all)")
+    if parts.is_symlink():
+        raise NumasimError(f"--out {out}: {parts} is a symbolic link (a sweep keeps its finished points in a "
+                           "directory of its own there and removes it at the end); move it away or choose another --out")
     if (parts.exists() or parts.is_symlink()) and not parts.is_dir():
         raise NumasimError(f"--out {out}: {parts} exists and is not a directory (a sweep keeps its finished points "
                            "there); move it away or choose another --out")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numasim.budget import estimate
+from numasim.budget import DEFAULT_MAX_WORK_S, estimate
 from numasim.cli import main
 from numasim.model.cpulist import parse_cpulist
 from numasim.model.scenario import from_dict, load
@@ -178,6 +178,17 @@ def test_the_estimate_counts_staggered_arrivals_each_solving_the_threads_already
     assert cost(5000, "1ns") - cost(5000, "0ns") == pytest.approx(4 * (apart - together), rel=0.01)
 
 
+@pytest.mark.parametrize("workload", [
+    {"base": "cpu-bound", "requests": {"mode": "closed", "ops": 5e-324, "think_ms": 0}},
+    {"base": "java-transactions", "pause_interval_ms": 5e-324},
+])
+def test_subnormal_workload_values_are_costed_not_a_crash(workload):
+    # At most one request (or pause) a simulated nanosecond: a huge estimate, refused as over budget, no traceback.
+    s = from_dict({**BASE, "workloads": {"w": workload},
+                   "pods": [{"name": "p", "threads": 1, "memory": "16MiB", "profile": "w"}]})
+    assert estimate(s, list(s.variants), None, False).cpu_seconds > DEFAULT_MAX_WORK_S
+
+
 def test_the_estimate_errs_high_on_the_reference_scenario():
     # Pacific's default run is 24 simulations of 80 threads, the first seed's going on to climb
     # 4 SLA levels; measured at 117 s on 2 cores (docs/performance.md), under 4 CPU minutes:
@@ -274,8 +285,18 @@ def test_an_empty_output_path_is_an_error(tmp_path, capsys):
 def test_the_scenario_is_never_overwritten(tmp_path, capsys):
     p = scenario(tmp_path)
     text = p.read_text()
-    expect_error(capsys, ["run", p, "--quiet", "--csv", p], f"--csv {p}", None, "scenario file itself")
+    expect_error(capsys, ["run", p, "--quiet", "--csv", p], f"--csv {p}", None, "is an input of this command")
     assert p.read_text() == text
+    # Nor a machine file or a policy file the command reads.
+    machine = tmp_path / "mine.yaml"
+    machine.write_text("preset: pacific-broadwell\n")
+    expect_error(capsys, ["run", p, "--quiet", "--machine", str(machine), "--json", str(machine)],
+                 f"--json {machine}", None, "is an input of this command")
+    policy = tmp_path / "pol.py"
+    policy.write_text("from numasim.policies.cfs import CFS\n\n\nclass Mine(CFS):\n    name = 'mine'\n")
+    expect_error(capsys, ["run", p, "--quiet", "--policy-file", f"{policy}:Mine", "--csv", str(policy)],
+                 f"--csv {policy}", None, "is an input of this command")
+    assert machine.read_text() == "preset: pacific-broadwell\n" and "class Mine" in policy.read_text()
 
 
 def test_symlinks_fifos_and_devices_are_not_replaced(tmp_path, capsys):

@@ -326,3 +326,12 @@ def test_an_empty_out_left_when_every_point_failed_is_resumed(tmp_path):
     pd.DataFrame().to_parquet(out)  # what numasim wrote before session 29 when every point failed
     frame = numasim.sweep(_scenario(), grid={"pods.0.replicas": [1]}, out=out, workers=1, quiet=True)
     assert frame["point"].nunique() == 1 and len(pd.read_parquet(out)) == 2
+
+
+def test_a_parts_folder_that_is_a_symbolic_link_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "s.parquet.parts").symlink_to(elsewhere)
+    with pytest.raises(numasim.NumasimError, match="s.parquet.parts is a symbolic link"):
+        numasim.sweep(_scenario(), grid={"pods.0.replicas": [1]}, out=tmp_path / "s.parquet", quiet=True)
+    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "s.parquet").exists()
