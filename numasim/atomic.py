@@ -26,7 +26,7 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
     Refused: an empty path; a path or file name too long for the system; a folder that does
     not exist or cannot be written; an existing directory, device, FIFO or socket; a symbolic
     link (numasim replaces files, and would replace the link, not write where it points);
-    any of ``inputs`` (the scenario itself first, then the other files the command reads).
+    any of ``inputs`` (the files the command reads: the scenario, a machine file, policy files).
     """
     if not str(target).strip():
         raise NumasimError(f"{name}: the file name is empty")
