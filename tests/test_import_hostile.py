@@ -83,6 +83,43 @@ def test_a_tarball_with_too_many_members_is_refused(tmp_path, capsys, monkeypatc
     assert code == 2 and "more than 50 members" in err
 
 
+@pytest.mark.parametrize("mode", ["w:bz2", "w:gz", "w:xz"])
+def test_a_compressed_tarball_that_decompresses_past_the_cap_is_refused_early(tmp_path, capsys, monkeypatch, mode):
+    # Members whose names do not match are still read through to be skipped: the bytes count.
+    import numasim.importers.inputs as im
+
+    monkeypatch.setattr(im, "MAX_TAR_STREAM_BYTES", 2**20)
+    path = tmp_path / "bomb.tar"
+    with tarfile.open(path, mode) as tar:
+        for k in range(4):
+            data = bytes(600_000)
+            info = tarfile.TarInfo(f"padding{k}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert path.stat().st_size < 20_000  # small on disk, 2.4 MB inside
+    code, err = _run(tmp_path, capsys, str(path))
+    assert code == 2 and "decompresses to more than 1 MiB" in err and "Traceback" not in err
+
+
+def test_a_compressed_sysfs_copy_still_imports(tmp_path, capsys):
+    src = _sysfs(tmp_path, **{})
+    path = tmp_path / "sys.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(src, arcname=".")
+    code, err = _run(tmp_path, capsys, str(path))
+    assert code == 0, err
+
+
+def test_a_directory_that_is_not_a_sysfs_copy_is_not_walked_to_the_end(tmp_path, capsys, monkeypatch):
+    import numasim.importers.inputs as im
+
+    monkeypatch.setattr(im, "MAX_TAR_MEMBERS", 30)
+    for k in range(40):
+        (tmp_path / "tree" / f"d{k}").mkdir(parents=True)
+    code, err = _run(tmp_path, capsys, str(tmp_path / "tree"))
+    assert code == 2 and "more than 30 files and directories" in err
+
+
 def test_a_huge_file_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch):
     import numasim.importers.inputs as im
 
@@ -168,6 +205,12 @@ def _sysfs(tmp_path, **files: str) -> str:
 def test_a_huge_cpu_id_is_refused_before_anything_is_sized_by_it(tmp_path, capsys, name, text):
     code, err = _run(tmp_path, capsys, _write(tmp_path, name, text))
     assert code == 2 and name in err and "is above the 65,536 CPUs numasim models" in err and "Traceback" not in err
+
+
+def test_a_cpu_list_repeated_many_times_is_refused_at_the_cap_not_walked_each_time(tmp_path, capsys):
+    text = "Architecture: x86_64\n" + "NUMA node0 CPU(s): 0-65535\n" * 1000
+    code, err = _run(tmp_path, capsys, _write(tmp_path, "lscpu.txt", text))
+    assert code == 2 and "more than 65,536 CPU-to-node entries in all" in err
 
 
 def test_a_huge_cpu_id_in_a_sysfs_copy_is_refused(tmp_path, capsys):

@@ -445,3 +445,30 @@ def test_the_local_latency_series_is_the_cpu_nodes_own_memory():
     ts = run_small(data).run("n").timeseries
     assert ts["latency_local_ns"][-1] == pytest.approx(m["local_latency_ns"], rel=0.05)
     assert ts["latency_remote_ns"][-1] > m["remote_latency_ns"]  # the other socket's DRAM and the CXL node
+
+
+@given(sockets=st.integers(1, 6), nps=st.integers(1, 3), routers=st.integers(0, 2),
+       extra=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=6),
+       memory_on=st.lists(st.integers(0, 5), max_size=3))
+def test_the_route_count_that_bounds_the_build_is_the_built_routes(sockets, nps, routers, extra, memory_on):
+    from types import SimpleNamespace
+
+    from numasim.model.interconnect import build_interconnect, route_entries
+
+    n = sockets + routers
+    chain = [(v, v + 1) for v in range(n - 1)]  # connected, then random chords
+    links = [SimpleNamespace(sockets=(a, b), gbps=1.0) for a, b in chain + [(a % n, b % n) for a, b in extra]
+             if a % n != b % n] if n > 1 else None
+    mem = [s % sockets for s in memory_on]
+    node_socket = np.concatenate([np.repeat(np.arange(sockets), nps), mem]).astype(np.int64)
+    per_socket = [nps + mem.count(s) for s in range(sockets)]
+    if routers and not links:
+        return
+    ic = build_interconnect(sockets, links, node_socket, 10.0, 20.0, routers)
+    assert route_entries(sockets, links, routers, per_socket) == ic.route.nnz
+
+
+def test_a_machine_whose_routes_are_too_many_to_build_is_refused_before_building():
+    ring = [{"sockets": [s, (s + 1) % 64], "gbps": 10.0} for s in range(64)]
+    with pytest.raises(ValueError, match="routes cross 16,792,576 links"):
+        _machine(sockets=64, nodes_per_socket=16, cores_per_node=1, links=ring, hop_latency_ns=10.0)

@@ -7,19 +7,29 @@ the parsers are :mod:`numasim.importers.tool_outputs`'.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
+import lzma
 import os
 import re
 import tarfile
+import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 from .tool_outputs import (Facts, _parse_hwloc, _parse_lscpu, _parse_lscpu_e, _parse_lscpu_p, _parse_mlc,
                            _parse_numactl, _parse_sysfs, error)
 
-__all__ = ["parse", "MAX_INPUT_BYTES", "MAX_TAR_MEMBERS", "MAX_TAR_BYTES"]
+__all__ = ["parse", "MAX_INPUT_BYTES", "MAX_TAR_MEMBERS", "MAX_TAR_BYTES", "MAX_TAR_STREAM_BYTES"]
 
 MAX_INPUT_BYTES = 16 * 2**20  # an hwloc XML of a 1,000-CPU machine is about 2 MB
 MAX_TAR_MEMBERS = 200_000
-MAX_TAR_BYTES = 64 * 2**20
+MAX_TAR_BYTES = 64 * 2**20  # of the sysfs files kept
+# Of the whole tarball decompressed: a copy of /sys/devices/system of a 256-CPU machine, every file
+# of it, is about 50 MiB of tar (1 KiB a file: header and one block).
+MAX_TAR_STREAM_BYTES = 256 * 2**20
+_COMPRESSED = ((b"\x1f\x8b", gzip.open), (b"BZh", bz2.open), (b"\xfd7zXZ", lzma.open))
 
 
 def _read_text(path: Path) -> str:
@@ -40,8 +50,12 @@ _SYSFS = re.compile(r"(node/node[0-9]+/(cpulist|distance|meminfo)|cpu/cpu[0-9]+/
 
 def _sysfs_files_dir(root: Path) -> dict[str, str]:
     files: dict[str, str] = {}
-    total = 0
+    total = seen = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        seen += len(dirnames) + len(filenames)
+        if seen > MAX_TAR_MEMBERS:  # bounds the walk of a directory that is not a sysfs copy (/, a home)
+            raise error(str(root), f"more than {MAX_TAR_MEMBERS:,} files and directories: give the copy of "
+                                   "/sys/devices/system itself")
         for name in filenames:
             rel = os.path.relpath(os.path.join(dirpath, name), root)
             if _SYSFS.search(rel.replace(os.sep, "/")):
@@ -54,18 +68,42 @@ def _sysfs_files_dir(root: Path) -> dict[str, str]:
                 except OSError as exc:
                     raise error(str(root), f"cannot be read: {exc.strerror or exc}", rel) from None
                 total += len(text)
-                if len(files) >= MAX_TAR_MEMBERS or total > MAX_TAR_BYTES:
+                if total > MAX_TAR_BYTES:
                     raise error(str(root), "too many or too large files for a copy of /sys/devices/system")
                 files[rel.replace(os.sep, "/")] = text
     return files
 
 
+class _Capped(io.RawIOBase):
+    """A read-only stream that raises once more than ``cap`` bytes were read through it: the
+    decompressed size of a tarball, which a small compressed file can make enormous."""
+
+    def __init__(self, raw: BinaryIO, cap: int, source: str) -> None:
+        self.raw, self.left, self.source = raw, cap, source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        n = self.raw.readinto(buf)
+        self.left -= n
+        if self.left < 0:
+            raise error(self.source, f"decompresses to more than {MAX_TAR_STREAM_BYTES // 2**20} MiB: "
+                                     "not a copy of /sys/devices/system")
+        return n
+
+
 def _sysfs_files_tar(path: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     total = 0
+    with open(path, "rb") as head:
+        magic = head.read(6)
+    opener = next((op for sig, op in _COMPRESSED if magic.startswith(sig)), None)
     try:
-        with tarfile.open(path) as tar:
-            for k, member in enumerate(tar):
+        with (opener(path, "rb") if opener else open(path, "rb")) as raw, \
+                tarfile.open(fileobj=io.BufferedReader(_Capped(raw, MAX_TAR_STREAM_BYTES, str(path))),
+                             mode="r|") as tar:
+            for k, member in enumerate(tar):  # a stream: skipping a member reads it, and is counted
                 if k >= MAX_TAR_MEMBERS:
                     raise error(str(path), f"more than {MAX_TAR_MEMBERS:,} members")
                 if not member.isfile() or not _SYSFS.search(member.name):
@@ -75,7 +113,7 @@ def _sysfs_files_tar(path: Path) -> dict[str, str]:
                     raise error(str(path), "a member is too large for a sysfs file")
                 fh = tar.extractfile(member)
                 files[member.name] = fh.read().decode("utf-8", errors="replace") if fh else ""
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise error(str(path), f"not a readable tarball: {exc}") from None
     return files
 

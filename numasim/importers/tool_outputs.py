@@ -47,6 +47,7 @@ class Facts:
     l3_counted: bool | None = None  # lscpu said how many L3 instances there are
     l3_instances: int | None = None  # L3 caches in the machine (lscpu's count, or lscpu -p's cache ids)
     threads_per_core: int | None = None
+    listed: int = 0  # CPU-to-node entries read, repeats included: bounds the work of a hostile input
 
 
 def error(source: str, message: str, path: str = "") -> ScenarioError:
@@ -119,6 +120,10 @@ def _node(node: int, source: str, path: str = "") -> int:
 
 def _put_node(f: "Facts", cpu: int, node: int, source: str, path: str = "") -> None:
     """Record that ``cpu`` is on ``node``; a CPU listed on two nodes is an error (each CPU is on one)."""
+    f.listed += 1
+    if f.listed > MAX_CPUS:
+        raise error(source, f"more than {MAX_CPUS:,} CPU-to-node entries in all (repeats included): numasim "
+                            f"models machines of up to {MAX_CPUS:,} CPUs, each listed once", path)
     known = f.cpu_node.get(cpu)
     if known is not None and known != node:
         raise error(source, f"CPU {cpu} is listed on NUMA node {known} and on node {node}: each CPU belongs to "

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     from .machine import LinkSpec
 
-__all__ = ["Interconnect", "build_interconnect", "socket_routes"]
+__all__ = ["Interconnect", "build_interconnect", "route_entries", "socket_routes"]
 
 
 def socket_routes(sockets: int, links: list[LinkSpec] | None,
@@ -33,39 +33,12 @@ def socket_routes(sockets: int, links: list[LinkSpec] | None,
     are deterministic. Raises ValueError on a vertex id outside the graph, a link from a
     vertex to itself, or a graph that leaves a socket or a router unreachable.
     """
-    edges: dict[tuple[int, int], float] = {}
     if links is None:
-        return edges, [[[a] if a == b else [a, b] for b in range(sockets)] for a in range(sockets)]
-    n = sockets + routers
-
-    def name(v: int) -> str:
-        return f"socket {v}" if v < sockets else f"router {v - sockets}"
-
-    for k, link in enumerate(links):
-        a, b = link.sockets
-        if a >= n or b >= n:
-            raise ValueError(f"links[{k}] joins vertex {max(a, b)}, but the machine has sockets 0-{sockets - 1}"
-                             + (f" and routers {sockets}-{n - 1}" if routers else " (and no routers)"))
-        if a == b:
-            raise ValueError(f"links[{k}] joins {name(a)} to itself")
-        for e in ((a, b), (b, a)):
-            edges[e] = edges.get(e, 0.0) + link.gbps
-    nbrs = [sorted(b for (a, b) in edges if a == s) for s in range(n)]
+        return {}, [[[a] if a == b else [a, b] for b in range(sockets)] for a in range(sockets)]
+    edges, nbrs = _graph(sockets, links, routers)
     paths: list[list[list[int]]] = []
     for src in range(sockets):
-        prev = {src: src}
-        frontier = [src]
-        while frontier:  # breadth first: the first path found to a vertex has the fewest hops
-            nxt = []
-            for u in frontier:
-                for v in nbrs[u]:
-                    if v not in prev:
-                        prev[v] = u
-                        nxt.append(v)
-            frontier = nxt
-        if len(prev) < n:
-            missing = min(set(range(n)) - set(prev))
-            raise ValueError(f"links leave {name(missing)} unreachable from socket {src}")
+        prev = _breadth_first(src, nbrs, sockets)
         row = []
         for dst in range(sockets):
             path = [dst]
@@ -74,6 +47,66 @@ def socket_routes(sockets: int, links: list[LinkSpec] | None,
             row.append(path[::-1])
         paths.append(row)
     return edges, paths
+
+
+def route_entries(sockets: int, links: list[LinkSpec] | None, routers: int, nodes_of_socket: list[int]) -> int:
+    """How many (link, flow) pairs :func:`build_interconnect` would make for a machine with
+    ``nodes_of_socket[s]`` nodes on socket ``s``: every ordered pair of nodes times the links its
+    flow crosses. It bounds the build's time and memory and is counted from hop distances alone,
+    without building a route. Raises ValueError as :func:`socket_routes` does."""
+    cnt = np.asarray(nodes_of_socket, dtype=np.int64)
+    hops = 1 - np.eye(sockets, dtype=np.int64)
+    if links is not None:
+        _, nbrs = _graph(sockets, links, routers)
+        for src in range(sockets):
+            dist = {src: 0}
+            for v, u in _breadth_first(src, nbrs, sockets).items():  # in the order found: u before v
+                if v != src:
+                    dist[v] = dist[u] + 1
+            hops[src] = [dist[d] for d in range(sockets)]
+    return int(np.sum(cnt * (cnt - 1))) + int(cnt @ hops @ cnt)  # within a socket: one on-die link a pair
+
+
+def _name(v: int, sockets: int) -> str:
+    return f"socket {v}" if v < sockets else f"router {v - sockets}"
+
+
+def _graph(sockets: int, links: list[LinkSpec], routers: int) -> tuple[dict[tuple[int, int], float], list[list[int]]]:
+    """The directed edges with their bandwidth and each vertex's neighbours (sorted); raises on a bad link."""
+    n = sockets + routers
+    edges: dict[tuple[int, int], float] = {}
+    for k, link in enumerate(links):
+        a, b = link.sockets
+        if a >= n or b >= n:
+            raise ValueError(f"links[{k}] joins vertex {max(a, b)}, but the machine has sockets 0-{sockets - 1}"
+                             + (f" and routers {sockets}-{n - 1}" if routers else " (and no routers)"))
+        if a == b:
+            raise ValueError(f"links[{k}] joins {_name(a, sockets)} to itself")
+        for e in ((a, b), (b, a)):
+            edges[e] = edges.get(e, 0.0) + link.gbps
+    nbrs: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        nbrs[a].append(b)
+    return edges, [sorted(v) for v in nbrs]
+
+
+def _breadth_first(src: int, nbrs: list[list[int]], sockets: int) -> dict[int, int]:
+    """Each vertex's predecessor on the fewest-hop path from ``src`` (through the lowest ids among
+    equals), in the order found. Raises ValueError when a vertex is unreachable."""
+    prev = {src: src}
+    frontier = [src]
+    while frontier:  # breadth first: the first path found to a vertex has the fewest hops
+        nxt = []
+        for u in frontier:
+            for v in nbrs[u]:
+                if v not in prev:
+                    prev[v] = u
+                    nxt.append(v)
+        frontier = nxt
+    if len(prev) < len(nbrs):
+        missing = min(set(range(len(nbrs))) - set(prev))
+        raise ValueError(f"links leave {_name(missing, sockets)} unreachable from socket {src}")
+    return prev
 
 
 @dataclass(frozen=True, eq=False)

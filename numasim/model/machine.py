@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
 from .curve import LoadedLatencyCurve
-from .interconnect import Interconnect, build_interconnect, socket_routes
+from .interconnect import Interconnect, build_interconnect, route_entries
 from .memory_nodes import MemoryNodeSpec, with_memory_nodes
 from .spec import Bandwidth, Latency, Size, Spec, Text
 
@@ -30,6 +30,9 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 # on about 12 GB/s per core at about 85 ns (a Skylake-like core; the v1 stream preset's mlp).
 STREAM_MLP = 16.0
 MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance.md)
+# Route entries (node pairs x links crossed): 64 sockets x 16 nodes all joined directly make 1.05 M,
+# built in 2.6 s; a 64-socket ring of 16-node sockets would make 16.8 M (31 s, 1.15 GB).
+MAX_ROUTE_ENTRIES = 2_097_152
 
 
 class LinkSpec(Spec):
@@ -178,8 +181,15 @@ class MachineSpec(Spec):
                              f"({self.cores_per_llc}): an LLC's cores are in one NUMA node")
         if self.routers and self.links is None:
             raise ValueError("routers need links: the links say which sockets and routers each router joins")
-        if self.links is not None:
-            socket_routes(self.sockets, self.links, self.routers)  # raises on a bad socket id or a disconnected graph
+        per_socket = [self.nodes_per_socket + sum(mn.socket == s for mn in self.memory_nodes)
+                      for s in range(self.sockets)]
+        # Raises on a bad socket id or a disconnected graph; the count bounds the routes' build.
+        entries = route_entries(self.sockets, self.links, self.routers, per_socket)
+        if entries > MAX_ROUTE_ENTRIES:
+            raise ValueError(
+                f"the interconnect's routes cross {entries:,} links in all (each ordered pair of NUMA nodes "
+                f"times the links between them); numasim builds at most {MAX_ROUTE_ENTRIES:,}: use fewer "
+                "nodes, or links with fewer hops between sockets")
         if self.c2c_remote_reader_homed_ns is not None and self.c2c_remote_ns is None:
             raise ValueError("c2c_remote_reader_homed_ns needs c2c_remote_ns (the line homed in the writer's socket)")
         for where, points in [("loaded_latency", self.loaded_latency)] + [
@@ -224,9 +234,6 @@ class MachineSpec(Spec):
                 raise ValueError(
                     f"cpu_numbering must name each node 0..{n - 1} exactly {per_node} times"
                 )
-        bws = [p[0] for p in self.loaded_latency]
-        if any(b2 <= b1 for b1, b2 in zip(bws, bws[1:])):
-            raise ValueError("loaded_latency points must have increasing bandwidth")
         if self.min_frequency_ghz is not None and self.min_frequency_ghz > self.frequency_ghz:
             raise ValueError("min_frequency_ghz must not exceed frequency_ghz")
         if max(bws) > self.loaded_latency_peak_gbps * 1.0001:
