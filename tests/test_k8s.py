@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -184,3 +186,19 @@ def test_cpu_less_numa_nodes_count_toward_the_kubelets_limit():
     assert len(spec.machine.cpu_nodes) == 8 and spec.machine.n_nodes > 8
     with pytest.raises(numasim.ScenarioError, match=f"the machine has {spec.machine.n_nodes} NUMA nodes"):
         numasim.from_dict(data)
+
+
+_MASKS = [frozenset(c) for k in range(1, 5) for c in itertools.combinations(range(4), k)]
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(_MASKS), st.booleans()), min_size=1, max_size=3))
+def test_the_bit_mask_merge_of_hints_is_the_kubelets_iteration_of_every_combination(providers):
+    from numasim.policies.k8s import merge_hints
+
+    merged: dict[frozenset[int], bool] = {}
+    for combo in itertools.product(*[list(p.items()) for p in providers]):  # the kubelet's loop, as sets
+        mask = frozenset.intersection(*[mk for mk, _ in combo])
+        if mask:
+            merged[mask] = merged.get(mask, False) or all(p for _, p in combo)
+    expected = sorted(merged.items(), key=lambda kv: (not kv[1], len(kv[0]), sorted(kv[0])))
+    assert merge_hints(providers, range(4)) == expected
