@@ -3,8 +3,9 @@
 The estimate is deliberately simple and errs high. Simulated events come from threads and
 time. A thread makes about 80-90 events per simulated second in the shipped scenarios and
 the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread pods on 8x56
-cores 88), so 100 is used; the scheduler's tick (``hz`` a second), the rate solve's refresh
-(every 25 ms) and each sample are an event too. An event costs 17-41 us of CPU on the
+cores 88), so 100 is used; the scheduler's tick (``hz`` a second; a policy from outside numasim
+the 10,000 a second it may ask for at most), the rate solve's refresh (every 25 ms) and each
+sample are an event too. An event costs 17-41 us of CPU on the
 benchmark machine (docs/performance.md), so 40 is used. The periodic balancer's work grows
 with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated
 second per CPU and level over the shipped scenarios (session 22; the most on the 112-CPU k8s
@@ -30,7 +31,8 @@ fewer of them than its ``sample_interval`` asks. The scheduling domains (every p
 as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
 session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
-the distances between nodes.
+the distances between nodes. Building them costs each run up to 20 us per CPU and level (5-10 us
+measured on 4,096 and 65,536 CPUs).
 A pod whose CPU limit is below its threads can be throttled (CFS bandwidth control): every
 change of a CPU's load then recomputes when each limited pod sharing it runs out of quota,
 measured (session 28, 250 and 1,000 one-thread pods of 1m on 8 CPUs) at about 60 us a
@@ -56,7 +58,7 @@ from .errors import Problem, ScenarioError
 from .model.machine import Machine
 from .model.scenario import Scenario, Variant
 from .model.workload import WorkloadProfile
-from .policies.api import CHUNK
+from .policies.api import CHUNK, MAX_TICKS_PER_S
 from .sim.rates import REFRESH_NS
 from .sim.sampling import MIN_SAMPLES
 
@@ -66,6 +68,9 @@ EVENTS_PER_THREAD_S = 100.0
 DEFAULT_TICKS_PER_S = 1000.0  # a policy's ticks a second when its options say neither hz nor a rebalance period
 NUMAB_TICKS_PER_S = 100.0  # NUMA balancing's own tick (every 10 ms), apart from the scheduler's
 REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
+# Building the scheduling domains and wake-up tables, once a run: 5-10 us per CPU and level measured
+# (session 30: 2.0 s on 64 x 1,024 CPUs, 0.07 s on 16 x 256), so 20 us.
+DOMAINS_CPU_S_PER_CPU_LEVEL = 2e-5
 BALANCER_CPU_S_PER_CPU_LEVEL_S = 5e-4  # the periodic balancer's work per simulated second, per CPU and domain level
 REBALANCE_CPU_S_PER_CPU = 1e-5  # a rebalance_period policy's (ESXi's) work at each tick, per CPU of the machine
 CPU_S_PER_EVENT = 40e-6
@@ -156,7 +161,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         threads = sum(p.replicas * k for p, k in zip(pods, pod_threads))
         n_pods = sum(p.replicas for p in pods)
         share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
-        per_s = _ticks_per_s(v.options) + REFRESHES_PER_S
+        per_s = (_ticks_per_s(v.options) if _ours(v) else MAX_TICKS_PER_S) + REFRESHES_PER_S
         queued = 0.0
         for p, k in zip(pods, pod_threads):
             pr = profiles[p.profile]
@@ -175,6 +180,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         # Pods arriving together share one solve; a staggered group arrives at as many times as replicas.
         solves = sum(p.replicas if p.stagger > 0 else 1 for p in pods)
         arrival_s += n * (n_pods * ARRIVAL_CPU_S + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
+        balancer_s += n * machine.n_cpus * _levels(machine) * DOMAINS_CPU_S_PER_CPU_LEVEL  # built by each run
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         n_nodes = machine.n_nodes
@@ -191,12 +197,15 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
                     run_memory_bytes=memory, sample_seconds=sample_s)
 
 
+def _ours(v: Variant) -> bool:
+    """Whether a variant's policy is one of numasim's (a plug-in's ticks and quotas are not known ahead)."""
+    return v.policy.__module__.startswith("numasim.")
+
+
 def _may_throttle(v: Variant) -> bool:
     """Whether a variant can give its pods a CFS quota: the kubelet's with ``cfs_quota`` on, or any
     policy from outside numasim (a plug-in may); numasim's others never do."""
-    if not v.policy.__module__.startswith("numasim."):
-        return True
-    return getattr(v.options, "cfs_quota", False) is True
+    return not _ours(v) or getattr(v.options, "cfs_quota", False) is True
 
 
 def _ticks_per_s(options: object) -> float:

@@ -17,6 +17,7 @@ from rich.text import Text as RichText
 from .atomic import check_target, write_all
 from .errors import NumasimError, Problem, ScenarioError
 from .model.presets import preset_names
+from .model.yamlfile import MAX_BYTES
 
 
 def _machine_arg(value: str | None):
@@ -76,7 +77,13 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
               + (f" --kubelet-config {Path(args.kubelet_config).name}" if args.kubelet_config else "") + "`.\n"
               "# Guessed (Kubernetes does not know them): each pod's busy threads (its CPU limit, else request,\n"
               "# rounded up), the memory it touches (its memory limit, else request) and its workload profile.\n")
-    write_all([(target, to_yaml(scenario, header), f"-o {args.output}")])
+    text = to_yaml(scenario, header)
+    size = len(text.encode())
+    if size > MAX_BYTES:  # numasim would refuse to read it
+        raise ScenarioError(Problem("", f"the imported scenario would be {size:,} bytes ({len(scenario['pods']):,} "
+                                        f"pod groups), over the {MAX_BYTES:,} bytes numasim reads: import fewer "
+                                        "pods (--node, --exclude-namespace)"), source=args.pods)
+    write_all([(target, text, f"-o {args.output}")])
     for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     n = sum(p["replicas"] for p in scenario["pods"])

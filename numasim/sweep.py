@@ -44,6 +44,8 @@ from .errors import NumasimError, Problem, ScenarioError
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
 
 MAX_POINTS = 100_000
+PROBE_S = 10.0  # how long a --scheduler may take to send its greeting
+MAX_GREETING_BYTES = 2**20  # a scheduler's handshake is a few hundred bytes
 
 
 def _values_label(v: Any) -> Any:
@@ -299,23 +301,34 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         raise ScenarioError(Problem("--grid", "no points: give --grid PATH=V1,V2 (or --sample N --range PATH=LO..HI), "
                                               "or a sweep: section in the scenario"), source=source)
     jobs = []
-    costs = {}  # each point's estimate (not its Scenario: a sweep may have 100,000 points)
+    seen = set()
     for point in points:
         where = "the sweep point " + ", ".join(f"{p}={v}" for p, v in point.items())
         data = _point_data(base, point, where)
         key = _key(data, seed, policies)
-        if key in costs:
-            continue  # the same scenario again (a value listed twice, whole numbers sampled twice): run it once
-        checked = from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
-        costs[key] = estimate(checked, select_variants(checked, policies), None, False)
-        jobs.append((point, data, key))
+        if key not in seen:  # the same scenario again (a value listed twice, whole numbers sampled twice): run it once
+            seen.add(key)
+            jobs.append((point, data, key, where))
     done: dict[str, Any] = {}
     if out_path is not None and parts is not None:
-        done = _read_done(out_path, parts, {k for _, _, k in jobs})
-    todo = [(p, d, k) for p, d, k in jobs if k not in done]
-    cost = combine([costs[k] for _, _, k in todo])
-    check_budget(cost, max_work_s, max_memory_bytes, source, what=f"this sweep's {len(todo):,} points to run are",
+        done = _read_done(out_path, parts, seen)
+    n_todo = sum(k not in done for _, _, k, _ in jobs)
+    costs = []  # each point's estimate (not its Scenario: a sweep may have 100,000 points)
+    work = memory = 0.0
+    for _, data, key, where in jobs:
+        checked = from_dict(data, source=f"{source} at {where}")  # every point checked before anything runs
+        if key in done:
+            continue
+        costs.append(estimate(checked, select_variants(checked, policies), None, False))
+        work, memory = work + costs[-1].cpu_seconds, max(memory, costs[-1].run_memory_bytes)
+        if work > (max_work_s or math.inf) or memory > (max_memory_bytes or math.inf):
+            break  # over already: the rest are not costed
+    what = (f"this sweep's {n_todo:,} points to run are" if len(costs) == n_todo
+            else f"the first {len(costs):,} of this sweep's {n_todo:,} points to run are already")
+    check_budget(combine(costs), max_work_s, max_memory_bytes, source, what=what,
                  fewer="sweep fewer points, shorten duration, lower replications or pods")
+    todo = [(p, d, k) for p, d, k, _ in jobs if k not in done]
+    jobs = [(p, d, k) for p, d, k, _ in jobs]
     results: dict[str, Any] = {k: done[k] for _, _, k in jobs if k in done}
     failures: list[str] = []
     total = len(jobs)
@@ -375,6 +388,41 @@ def _check_scheduler(address: str) -> None:
                            "expected HOST:PORT or SCHEME://HOST:PORT, e.g. tcp://10.0.0.5:8786") from None
 
 
+def _probe_scheduler(address: str) -> None:
+    """Refuse a TCP address where no dask scheduler listens, before dask's client reads from it.
+
+    A scheduler greets first: on a new connection it writes its handshake, a message whose first
+    8 bytes give its size (distributed/comm/tcp.py), a few hundred bytes. Another service sends
+    nothing (an HTTP server waits for a request: dask's client would wait out its timeout) or
+    bytes that read as an absurd size (dask's client would try to allocate it)."""
+    import socket
+    import struct
+
+    from distributed.comm.addressing import get_address_host_port, parse_address
+
+    if parse_address(address)[0] != "tcp":  # tls, ucx, inproc: dask's own checks
+        return
+    host, port = get_address_host_port(address)
+    where, wait_s = f"--scheduler {address[:200]}", PROBE_S
+    try:
+        with socket.create_connection((host, port), timeout=wait_s) as sock:
+            head = b""
+            while len(head) < 8:
+                got = sock.recv(8 - len(head))
+                if not got:
+                    break
+                head += got
+    except socket.timeout:
+        raise NumasimError(f"{where}: connected, but nothing came within {wait_s:g} s; a dask scheduler greets "
+                           "first (is it another service?)") from None
+    except OSError as exc:
+        raise NumasimError(f"{where}: cannot connect ({str(exc)[:200]})") from None
+    size = struct.unpack("Q", head)[0] if len(head) == 8 else None
+    if size is None or not 0 < size <= MAX_GREETING_BYTES:
+        raise NumasimError(f"{where}: not a dask scheduler: its first bytes {head[:8]!r} are not the size of a "
+                           "dask message (is it another service?)")
+
+
 def _execute(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total):
     from distributed import Client, LocalCluster, as_completed
 
@@ -382,6 +430,7 @@ def _execute(todo, source, policies, seed, scheduler, workers, results, failures
 
     cluster = None
     if scheduler:
+        _probe_scheduler(scheduler)
         try:
             client = Client(scheduler, timeout="20s")
         except (OSError, ValueError, TypeError) as exc:

@@ -415,6 +415,52 @@ class _TicksWithText(_Base):
         return "soon"
 
 
+@register
+class _TicksEvery2ns(_Base):
+    name = "test-tick2"
+
+    def next_tick(self, now):
+        return now + 2
+
+
+def _admits(**fields):
+    """A plug-in whose admit() returns an Admission with ``fields`` (or ``fields["raw"]`` itself)."""
+    from numasim import Admission
+
+    def admit(self, pod, sim):
+        return fields["raw"] if "raw" in fields else Admission(**fields)
+
+    return {"admit": admit}
+
+
+def _ticks_with(decision):
+    return {"next_tick": lambda self, now: now + 10_000_000, "tick": lambda self, sim: [decision]}
+
+
+def _decision_plugins() -> dict[str, dict]:
+    """Plug-ins that return bad values, by name."""
+    from numasim import MemPolicy, Overhead
+    from numasim.policies.api import MigratePages, MoveChunks
+
+    return {
+        "test-admit-none": _admits(raw=None),
+        "test-overhead": _admits(overhead=Overhead(cpu=float("nan"))),
+        "test-overhead-neg": _admits(overhead=Overhead(memory=-1.0)),
+        "test-quota": _admits(cpu_quota=float("nan")),
+        "test-memkind": _admits(mempolicy=MemPolicy("bogus", (0,))),  # type: ignore[arg-type]
+        "test-memnode": _admits(mempolicy=MemPolicy("bind", (0.5,))),  # type: ignore[arg-type]
+        "test-migrate-nan": _ticks_with(MigratePages(pod=0, dst=1, nbytes=float("nan"), rate_gbps=1.0)),
+        "test-migrate-pod": _ticks_with(MigratePages(pod=99, dst=1, nbytes=10**6, rate_gbps=1.0)),
+        "test-migrate-rate": _ticks_with(MigratePages(pod=0, dst=1, nbytes=10**6, rate_gbps=1e300)),
+        "test-chunks": _ticks_with(MoveChunks(region=0.5, chunks=(0,), dst=1, tid=0, copy_gbps=1.0)),  # type: ignore[arg-type]
+        "test-slice": {"slice_ns": lambda self, n: float("nan")},
+    }
+
+
+for _name, _methods in _decision_plugins().items():  # registered at import: a worker process imports them too
+    register(type(f"_Plugin_{_name}", (_Base,), {"name": _name, **_methods}))
+
+
 def _plugin_scenario(tmp_path, policy):
     return scenario(tmp_path, policies=[{"label": "p", "policy": policy}], baseline="p")
 
@@ -424,8 +470,20 @@ def _plugin_scenario(tmp_path, policy):
     ("test-none", ["policy 'test-none'", "integer id", "NoneType"]),
     ("test-float", ["policy 'test-float'", "integer id", "1.7"]),
     ("test-bool", ["policy 'test-bool'", "integer id", "bool"]),
-    ("test-eager", ["policy 'test-eager'", "1 ns later 10,000 times"]),
-    ("test-past", ["policy 'test-past'", "1 ns later 10,000 times"]),
+    ("test-eager", ["policy 'test-eager'", "more than 10,000 ticks a simulated second"]),
+    ("test-past", ["policy 'test-past'", "more than 10,000 ticks a simulated second"]),
+    ("test-tick2", ["policy 'test-tick2'", "more than 10,000 ticks a simulated second"]),
+    ("test-admit-none", ["admit() must return an Admission, got NoneType"]),
+    ("test-overhead", ["overhead must be an Overhead whose cpu and memory are fractions 0-100"]),
+    ("test-overhead-neg", ["overhead must be an Overhead"]),
+    ("test-quota", ["cpu_quota must be None or a finite number of CPUs > 0"]),
+    ("test-memkind", ["memory policy kind 'bogus': expected one of local, preferred, bind, interleave"]),
+    ("test-memnode", ["memory policy nodes must be a tuple of integer node ids"]),
+    ("test-migrate-nan", ["nbytes must be an integer >= 0"]),
+    ("test-migrate-pod", ["pod 99 does not exist"]),
+    ("test-migrate-rate", ["rate_gbps a number of GB/s from 0.001 to 10000"]),
+    ("test-chunks", ["region must be an integer id, got '0.5'"]),
+    ("test-slice", ["slice_ns must return a time slice of 1,000 to 10,000,000,000 ns, got nan"]),
     ("test-text", ["policy 'test-text'", "an integer", "'soon'"]),
 ])
 def test_a_misbehaving_plugin_is_named_and_stopped(tmp_path, capsys, policy, words):
@@ -688,3 +746,24 @@ def test_values_that_would_stall_or_be_ignored_are_refused(tmp_path, capsys, set
     p = scenario(tmp_path)
     extra = ["--set", "machine.sockets=1", "--set", "machine.remote_latency_ns=null"] if "latency_ns" in setting else []
     expect_error(capsys, ["validate", p, *extra, "--set", setting], str(p), path, *words)
+
+
+def test_variants_that_change_the_machine_share_equal_machines_and_are_capped_in_cpus(tmp_path, capsys, monkeypatch):
+    import numasim.model.scenario as sc
+
+    same = [{"label": f"v{k}", "policy": "cfs", "set": {"pods.0.replicas": 1 + k}} for k in range(3)]
+    built = from_dict({**copy.deepcopy(BASE), "policies": same, "baseline": "v0"})
+    assert len({id(built.machine_of(v)) for v in built.variants}) == 1  # one machine, built once
+    monkeypatch.setattr(sc, "MAX_BUILT_CPUS", 100)  # the file's machine has 44 CPUs (smt off), v0's 48
+    bigger = [{"label": f"v{k}", "policy": "cfs", "set": {"machine.cores_per_node": 24 + k}} for k in range(3)]
+    path = scenario(tmp_path, {**copy.deepcopy(BASE), "policies": bigger, "baseline": "v0"})
+    rc = main(["validate", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "policies[0]" not in err and "policies[1].set: machine: the scenario's machines" in err
+    assert "would have 142 CPUs in all; numasim builds at most 100 for one scenario" in err
+
+
+def test_more_than_64_variants_are_refused(tmp_path, capsys):
+    many = [{"label": f"v{k}", "policy": "cfs"} for k in range(65)]
+    path = scenario(tmp_path, {**copy.deepcopy(BASE), "policies": many, "baseline": "v0"})
+    expect_error(capsys, ["validate", path], str(path), "policies", "at most 64 items")

@@ -187,5 +187,37 @@ def test_a_bare_pod_named_like_a_replica_is_renamed_and_the_kubelet_file_is_name
     assert code == 0, err
     sc = yaml.safe_load(out.read_text())
     names = [p["name"] for p in sc["pods"]]
-    assert "checkout-7d9f8c6b5" in names and "checkout-7d9f8c6b5-1-x" in names
+    assert "checkout-7d9f8c6b5" in names and "checkout-7d9f8c6b5-1-g2" in names
     assert sc["description"] == "pods of node worker-1 from pods.json with the kubelet configuration kubelet-config.yaml"
+
+
+def _one_owner_many_sizes(tmp_path, n: int) -> Path:
+    """``n`` pods of one ReplicaSet, each with its own CPU limit (as a VPA leaves them)."""
+    data = json.loads((K8S / "pods.json").read_text())
+    first = data["items"][0]
+    data["items"] = []
+    for k in range(n):
+        pod = json.loads(json.dumps(first))
+        pod["metadata"]["name"] = f"w-{k}"
+        _container(pod)["resources"]["limits"]["cpu"] = f"{100 + k}m"
+        data["items"].append(pod)
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_groups_of_one_owner_are_numbered_not_grown(tmp_path, capsys):
+    out = tmp_path / "o.yaml"
+    code = main(["k8s", "import", str(_one_owner_many_sizes(tmp_path, 30)), "--machine", "cascadelake-8280",
+                 "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    names = [p["name"] for p in yaml.safe_load(out.read_text())["pods"]]
+    assert names == ["checkout-7d9f8c6b5"] + [f"checkout-7d9f8c6b5-g{k}" for k in range(2, 31)]
+
+
+def test_an_import_too_large_to_read_back_is_refused_unwritten(tmp_path, capsys, monkeypatch):
+    import numasim.cli_tools as tools
+
+    monkeypatch.setattr(tools, "MAX_BYTES", 4000)
+    err = _refused(tmp_path, capsys, _one_owner_many_sizes(tmp_path, 40))
+    assert "pod groups), over the 4,000 bytes numasim reads" in err

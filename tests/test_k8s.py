@@ -116,6 +116,14 @@ def test_many_limited_pods_on_a_cpu_cost_quota_timers_linear_in_the_pods(monkeyp
     assert small > 40 and large < 6 * small  # 4x the pods: about 4x the timers (16x were it quadratic)
 
 
+def test_a_limit_below_10m_gets_the_kubelets_minimum_quota_of_1ms_a_period():
+    data = small_scenario(
+        pods=[{"name": "tiny", "threads": 1, "cpu_limit": "2m", "memory": "16MiB", "profile": "cpu-bound"}],
+        policies=[{"label": "k8s", "policy": "k8s"}])
+    log = run_small(data).traces["k8s"].quota_log
+    assert log and max(used for _s, _p, used in log) == pytest.approx(0.01 * 100e6, rel=1e-6)
+
+
 def test_a_limit_at_or_above_the_threads_never_throttles():
     data = small_scenario(
         pods=[{"name": "free", "threads": 2, "cpu_limit": 2, "memory": "256MiB", "profile": "cpu-bound"}],

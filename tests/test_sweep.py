@@ -228,6 +228,47 @@ def test_bad_sweep_options_are_refused_before_anything_runs(tmp_path, capsys):
         sweep_points({}, sample=-3, ranges={"c": (1.0, 2.0)})
 
 
+@pytest.mark.parametrize("greeting, message", [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not a dask scheduler: its first bytes b'HTTP/1.1'"),
+    (None, "connected, but nothing came within 0.5 s"),
+])
+def test_a_scheduler_address_where_another_service_listens_is_refused(tmp_path, capsys, monkeypatch, greeting,
+                                                                      message):
+    # Dask's client would try to allocate the size those bytes read as (3 EiB), or wait out its timeout.
+    import socket
+    import sys
+    import threading
+
+    import yaml
+
+    monkeypatch.setattr(sys.modules["numasim.sweep"], "PROBE_S", 0.5)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    conns = []
+
+    def serve():
+        conn, _ = server.accept()
+        conns.append(conn)
+        if greeting:
+            conn.sendall(greeting)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(_scenario()))
+    try:
+        rc = main(["sweep", str(path), "--out", str(tmp_path / "s.parquet"), "--quiet",
+                   "--grid", "pods.0.replicas=1,2", "--scheduler", f"127.0.0.1:{port}"])
+    finally:
+        thread.join(5)
+        for c in conns:
+            c.close()
+        server.close()
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.yaml"]
+
+
 def test_the_files_beside_out_are_checked_before_anything_runs(tmp_path, capsys):
     import yaml
 
@@ -285,7 +326,7 @@ def test_a_sweep_over_its_budget_is_refused_before_anything_runs(tmp_path, capsy
     out = tmp_path / "s.parquet"
     assert main(["sweep", str(path), "--grid", "pods.0.replicas=1,2,3", "--out", str(out), "--max-work", "0.01"]) == 2
     err = capsys.readouterr().err
-    assert "--max-work: this sweep's 3 points to run are estimated at 6 simulations" in err, err
+    assert "--max-work: the first 1 of this sweep's 3 points to run are already estimated at 2 simulations" in err, err
     assert "sweep fewer points" in err and "Traceback" not in err
     assert main(["sweep", str(path), "--grid", "pods.0.replicas=1", "--out", str(out), "--max-memory", "0.000001"]) == 2
     assert "--max-memory: one simulation is estimated to need" in capsys.readouterr().err

@@ -246,15 +246,19 @@ def import_k8s(pods_path: str, kubelet_path: str | None, machine: Any, node: str
     out_pods = []
     names: set[str] = set()  # the groups' names, and the names their pods run under
     used: set[str] = set()
+    tried: dict[str, int] = {}  # per name, the last group number tried: each is tried once
     for g in groups.values():
         res = g["res"]
-        name = _NAME.sub("-", g["base"]).strip("-.")[:60] or "pod"
+        base = _NAME.sub("-", g["base"]).strip("-.")[:60] or "pod"
 
         def instances(n: str) -> list[str]:  # the names its replicas run under (runner.py)
             return [n] if g["replicas"] == 1 else [f"{n}-{r}" for r in range(g["replicas"])]
 
+        name = base
         while name in names or any(x in used for x in instances(name)):
-            name += "-x"
+            # Pods of one owner with different resources (a VPA's): web, web-g2, web-g3, ...
+            tried[base] = tried.get(base, 1) + 1
+            name = f"{base}-g{tried[base]}"
         names.add(name)
         used.update(instances(name))
         cpus = res["limits_cpu"] or res["requests_cpu"]

@@ -22,7 +22,7 @@ from ..errors import Problem, ScenarioError
 from ..policies.api import Policy, PolicyOptions
 from ..policies.registry import get_policy
 from ..units import parse_duration
-from .machine import Machine, MachineSpec
+from .machine import MAX_CPUS, Machine, MachineSpec
 from .yamlfile import MAX_DEPTH
 from .problems import fmt_path, validation_problems
 from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
@@ -112,7 +112,7 @@ class ScenarioSpec(Spec):
         default_factory=dict, description="workload profiles by name: {base: PRESET, field: value, ...} or a full profile"
     )
     pods: list[PodSpec] = Field(min_length=1, description="the pods (see Pod)")
-    policies: list[VariantSpec] = Field(min_length=1, description="the policy variants to compare (see Policy variant)")
+    policies: list[VariantSpec] = Field(min_length=1, max_length=64, description="the policy variants to compare, at most 64 (see Policy variant; numasim sweep runs more points)")
     baseline: str | None = Field(default=None, description="label of the variant others are relative to (default: the first)")
     duration: Duration = Field(default=parse_duration("60s"), gt=0, description="simulated time")
     warmup: Duration = Field(default=parse_duration("20s"), ge=0, description="start of the measurement window")
@@ -270,8 +270,13 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), machine:
     return from_dict(data, source=str(path), overrides=overrides)
 
 
-def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """Validate a scenario given as plain data (as parsed from YAML)."""
+def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tuple[str, ...] = (),
+              _machines: "dict[str, Machine] | None" = None) -> Scenario:
+    """Validate a scenario given as plain data (as parsed from YAML).
+
+    ``_machines`` holds the machines already built for this scenario by their spec (its
+    variants' own scenarios share them): one spec is built once, and all of them together
+    at most ``MAX_BUILT_CPUS`` CPUs."""
     if data is None:
         raise ScenarioError(Problem("", "the scenario is empty; it must be a mapping of keys "
                                         "(name, machine, pods, policies, ...)"), source=source)
@@ -285,7 +290,8 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         raise ScenarioError(_blame(validation_problems(exc, ScenarioSpec), overrides), source=source) from None
 
     problems: list[Problem] = []
-    machine = _resolve_machine(spec.machine, problems)
+    machines: dict[str, Machine] = {} if _machines is None else _machines
+    machine = _resolve_machine(spec.machine, problems, machines)
     profiles = _resolve_profiles(spec, problems)
     variants: list[Variant] = []
     labels: set[str] = set()
@@ -306,7 +312,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
             continue
         own: Scenario | None = None
         if v.set:
-            own = _variant_scenario(data, i, v, source, problems)
+            own = _variant_scenario(data, i, v, source, problems, machines)
             if own is None:
                 continue
         m = own.machine if own is not None else machine
@@ -355,9 +361,13 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
 
 
 _VARIANT_ROOTS = ("machine", "workloads", "pods")
+# The machines one scenario builds (its own and its variants'), in CPUs: four of the largest
+# (about 2.6 s and 100 MB each at 65,536 CPUs, session 30).
+MAX_BUILT_CPUS = 4 * MAX_CPUS
 
 
-def _variant_scenario(data: dict, i: int, v: VariantSpec, source: str, problems: list[Problem]) -> "Scenario | None":
+def _variant_scenario(data: dict, i: int, v: VariantSpec, source: str, problems: list[Problem],
+                      machines: dict[str, Machine]) -> "Scenario | None":
     """The scenario as variant ``i`` sees it, with its ``set`` applied (or None, with problems)."""
     sub = copy.deepcopy(data)
     sub["policies"] = [{"label": v.label or v.policy, "policy": v.policy, "options": v.options}]
@@ -372,14 +382,15 @@ def _variant_scenario(data: dict, i: int, v: VariantSpec, source: str, problems:
             problems.extend(Problem(f"policies[{i}].set.{p.path}", p.message) for p in exc.problems)
             return None
     try:
-        return from_dict(sub, source=source)
+        return from_dict(sub, source=source, _machines=machines)
     except ScenarioError as exc:
         problems.extend(Problem(f"policies[{i}].set: {p.path}" if p.path else f"policies[{i}].set", p.message)
                         for p in exc.problems)
         return None
 
 
-def _resolve_machine(value: str | dict[str, Any], problems: list[Problem]) -> Machine | None:
+def _resolve_machine(value: str | dict[str, Any], problems: list[Problem],
+                     built: dict[str, Machine] | None = None) -> Machine | None:
     try:
         if isinstance(value, str):
             data = load_preset("machines", value, "machine")
@@ -400,8 +411,20 @@ def _resolve_machine(value: str | dict[str, Any], problems: list[Problem]) -> Ma
     except ValidationError as exc:
         problems.extend(validation_problems(exc, MachineSpec, ("machine",)))
         return None
+    built = {} if built is None else built
+    key = spec.model_dump_json()
+    if key in built:
+        return built[key]
+    total = spec.n_cpus + sum(m.n_cpus for m in built.values())
+    if built and total > MAX_BUILT_CPUS:
+        problems.append(Problem("machine", f"the scenario's machines (the file's and those its variants' set changes) "
+                                           f"would have {total:,} CPUs in all; numasim builds at most "
+                                           f"{MAX_BUILT_CPUS:,} for one scenario: fewer variants that change the "
+                                           "machine, or numasim sweep over the field"))
+        return None
     try:
-        return Machine.from_spec(spec)
+        built[key] = Machine.from_spec(spec)
+        return built[key]
     except RuntimeError as exc:  # scipy's curve_fit gives up on a curve of the wrong shape
         problems.append(Problem("machine.loaded_latency", f"cannot fit a loaded-latency curve to these points ({exc}); "
                                 "give [GB/s, ns] points whose latency rises with bandwidth"))

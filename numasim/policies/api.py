@@ -60,7 +60,13 @@ __all__ = [
     "PodView",
     "PAGE",
     "CHUNK",
+    "MAX_TICKS_PER_S",
 ]
+
+
+# The most ticks a policy may ask for a simulated second (numasim's own: at most 1,000 of CFS's
+# balancer, 100 of NUMA balancing, ESXi's rebalance every 1 ms or more); the estimate counts them.
+MAX_TICKS_PER_S = 10_000
 
 
 class PolicyOptions(Spec):
@@ -359,7 +365,10 @@ class Policy(ABC):
         return None
 
     def next_tick(self, now: int) -> int | None:
-        """Absolute time (ns) at which :meth:`tick` should run next, or ``None``."""
+        """Absolute time (ns) at which :meth:`tick` should run next, or ``None``.
+
+        At most ``MAX_TICKS_PER_S`` ticks a simulated second on average (with a first second's
+        allowance); a policy that asks for more is stopped with a :class:`~numasim.PolicyError`."""
         return None
 
     def tick(self, sim: "View") -> list[Decision]:

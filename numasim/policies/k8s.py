@@ -46,6 +46,9 @@ __all__ = ["K8s", "K8sOptions"]
 # The kubelet's Topology Manager refuses machines with more NUMA nodes (maxAllowableNUMANodes,
 # pkg/kubelet/cm/topologymanager; KEP-4622 adds an option to raise it).
 MAX_ALLOWABLE_NUMA_NODES = 8
+# The kubelet writes a CFS quota of at least 1 ms a 100 ms period (minQuotaPeriod,
+# pkg/kubelet/kuberuntime/helpers_linux.go): a limit below 10m runs as 0.01 CPU.
+MIN_QUOTA_CPUS = 0.01
 
 
 def merge_hints(providers: list[dict[frozenset[int], bool]],
@@ -262,7 +265,7 @@ class K8s(CFS):
             for nd in nodes:
                 self.mem_assigned[nd] += pod.memory // len(nodes)
             info["memory_nodes"] = sorted(nodes)
-        quota = pod.cpus if o.cfs_quota else None
+        quota = max(pod.cpus, MIN_QUOTA_CPUS) if o.cfs_quota else None
         return Admission(affinity=affinity, mempolicy=mempolicy, cpu_quota=quota, info=info)
 
     # ------------------------------------------------------------- ticks

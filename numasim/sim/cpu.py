@@ -15,8 +15,11 @@ from .layout import N_ARM, N_MV, N_TOUCH, S_ARM, S_MV_CPU, S_MV_NOW, S_MV_TID
 from ..errors import PolicyError
 from ..policies.api import LeastLoaded, Policy, PullOne, WakeAffine
 from ..policies.rules import check_packed
+from .decisions import _real
 from .memory import CHUNK
 
+# A policy's time slice: 1 us (a context switch costs about 2) to 10 s (the kernel's sysctl allowed 1 s).
+MIN_SLICE_NS, MAX_SLICE_NS = 1_000, 10_000_000_000
 TOUCH_STEP = 32 * CHUNK  # bytes a thread first-touches between two of its events (64 MiB)
 
 __all__ = ["CpuRuntime"]
@@ -392,7 +395,12 @@ class CpuRuntime:
         n = self.nr[cpu] + 1
         known = self._slice_ns.size - 1
         if n > known:
-            more = [float(self.policy.slice_ns(k)) for k in range(known + 1, n + 1)]
+            more = [self.policy.slice_ns(k) for k in range(known + 1, n + 1)]
+            bad = [x for x in more if not (_real(x) and MIN_SLICE_NS <= x <= MAX_SLICE_NS)]
+            if bad:
+                raise PolicyError(self.policy.name, self.now, "slice_ns", f"slice_ns must return a time slice "
+                                  f"of {MIN_SLICE_NS:,} to {MAX_SLICE_NS:,} ns, got {str(bad[0])[:50]}")
+            more = [float(x) for x in more]
             self._slice_ns = np.concatenate([self._slice_ns, more])
             self._set_core_args()
 

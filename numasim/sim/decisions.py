@@ -9,14 +9,30 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NoReturn
 
 import numpy as np
 
 from ..errors import PolicyError
-from ..policies.api import Charge, Decision, MemPolicy, MigratePages, Move, MoveChunks, SetAffinity, SetMemPolicy
+from ..policies.api import (Admission, Charge, Decision, MemPolicy, MigratePages, Move, MoveChunks, Overhead, SetAffinity,
+                           SetMemPolicy)
 from . import layout
 
-__all__ = ["Decisions"]
+__all__ = ["Decisions", "MEMPOLICY_KINDS"]
+
+
+MEMPOLICY_KINDS = ("local", "preferred", "bind", "interleave")
+MAX_OVERHEAD = 100.0  # an overhead of 100 is 101 times longer
+MIN_COPY_GBPS, MAX_COPY_GBPS = 1e-3, 1e4  # a page copy's rate: 1 MB/s to 10 TB/s, as the policies' options
+
+
+def _real(value: object) -> bool:
+    """Whether ``value`` is a finite real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+
+
+def _copy_rate(value: object) -> bool:
+    return _real(value) and MIN_COPY_GBPS <= value <= MAX_COPY_GBPS
 
 
 def _int(value: object) -> int | None:
@@ -53,16 +69,50 @@ class Decisions:
             raise PolicyError(self.policy.name, self.now, decision,
                               f"CPU set must be non-empty and within 0-{self.machine.n_cpus - 1}")
 
-    def _check_mempolicy(self, mp: MemPolicy, decision: object) -> None:
+    def _check_mempolicy(self, mp: object, decision: object) -> None:
+        fail = self._fail(decision)
+        if not isinstance(mp, MemPolicy):
+            fail(f"mempolicy must be a MemPolicy, got {type(mp).__name__}")
+        if mp.kind not in MEMPOLICY_KINDS:
+            fail(f"memory policy kind {str(mp.kind)[:40]!r}: expected one of {', '.join(MEMPOLICY_KINDS)}")
+        if not isinstance(mp.nodes, tuple) or any(_int(n) is None for n in mp.nodes):
+            fail("memory policy nodes must be a tuple of integer node ids")
         if any(n < 0 or n >= self.machine.n_nodes for n in mp.nodes):
-            raise PolicyError(self.policy.name, self.now, decision,
-                              f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
+            fail(f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
         if mp.kind in ("bind", "interleave") and not mp.nodes:
-            raise PolicyError(self.policy.name, self.now, decision, f"memory policy {mp.kind} needs nodes")
+            fail(f"memory policy {mp.kind} needs nodes")
         if mp.weights and (mp.kind != "interleave" or len(mp.weights) != len(mp.nodes)
-                           or any(not 1 <= w <= 255 for w in mp.weights)):
-            raise PolicyError(self.policy.name, self.now, decision,
-                              "memory policy weights: one per interleaved node, each 1-255")
+                           or any(_int(w) is None or not 1 <= w <= 255 for w in mp.weights)):
+            fail("memory policy weights: one per interleaved node, each an integer 1-255")
+        if mp.numa_balancing not in (None, True, False):
+            fail("memory policy numa_balancing must be None, True or False")
+
+    def _check_admission(self, adm: object) -> Admission:
+        """What admit() returned, checked before anything of it is used."""
+        fail = self._fail(adm)
+        if not isinstance(adm, Admission):
+            fail(f"admit() must return an Admission, got {type(adm).__name__}")
+        if not isinstance(adm.accepted, (bool, np.bool_)) or not isinstance(adm.reason, str):
+            fail("accepted must be True or False and reason a string")
+        if not isinstance(adm.info, dict):
+            fail("info must be a dict")
+        if not adm.accepted:
+            return adm
+        if adm.affinity is not None and not isinstance(adm.affinity, (tuple, list)):
+            fail("affinity must be None or one CPU set per thread")
+        self._check_mempolicy(adm.mempolicy, adm)
+        o = adm.overhead
+        if not isinstance(o, Overhead) or not all(_real(x) and 0 <= x <= MAX_OVERHEAD for x in (o.cpu, o.memory)):
+            fail(f"overhead must be an Overhead whose cpu and memory are fractions 0-{MAX_OVERHEAD:g} "
+                 "(0.02: 2 % longer)")
+        if adm.cpu_quota is not None and not (_real(adm.cpu_quota) and adm.cpu_quota > 0):
+            fail("cpu_quota must be None or a finite number of CPUs > 0")
+        return adm
+
+    def _fail(self, decision: object):
+        def fail(why: str) -> NoReturn:
+            raise PolicyError(self.policy.name, self.now, decision, why)
+        return fail
 
     def _check_place(self, tid: int, cpu: int, decision: object) -> None:
         if not 0 <= cpu < len(self.nr):
@@ -132,8 +182,11 @@ class Decisions:
                 for h in self.proc_helpers[proc]:
                     self._follow_affinity(h)
         elif isinstance(d, MigratePages):
-            if not 0 <= d.dst < self.machine.n_nodes or d.rate_gbps <= 0 or d.nbytes < 0:
-                raise PolicyError(self.policy.name, self.now, d, "bad node, rate or size")
+            self._index(d.pod, len(self.pods), "pod", d)
+            self._index(d.dst, self.machine.n_nodes, "node", d)
+            if _int(d.nbytes) is None or d.nbytes < 0 or not _copy_rate(d.rate_gbps):
+                raise PolicyError(self.policy.name, self.now, d, "nbytes must be an integer >= 0 and rate_gbps "
+                                  f"a number of GB/s from {MIN_COPY_GBPS:g} to {MAX_COPY_GBPS:g}")
             self._start_flow(d)
         elif isinstance(d, SetMemPolicy):
             pod = self._index(d.pod, len(self.pods), "pod", d)

@@ -35,7 +35,7 @@ class Drivers:
                 self._tick_wakeup.succeed()
 
     def _arrive(self, pod: PodInstance) -> None:
-        adm = self.policy.admit(pod, self.view)
+        adm = self._check_admission(self.policy.admit(pod, self.view))
         pod.admission = adm
         if not adm.accepted:
             pod.status = "rejected"
@@ -46,7 +46,6 @@ class Drivers:
             raise PolicyError(self.policy.name, self.now, adm, "affinity must list one CPU set per thread")
         pod.status = "running"
         pod.mempolicy = adm.mempolicy
-        self._check_mempolicy(adm.mempolicy, adm)
         prof = pod.profile
         shared = int(round(pod.memory * prof.shared_fraction))
         private = (pod.memory - shared) // pod.threads
@@ -95,8 +94,6 @@ class Drivers:
                 self.env.process(self._pauses(pod, members))
 
         if adm.cpu_quota is not None:
-            if adm.cpu_quota <= 0:
-                raise PolicyError(self.policy.name, self.now, adm, "cpu_quota must be > 0")
             if adm.cpu_quota < len(pod.all_tids):  # otherwise the limit can never bind
                 self.q_quota[pod.index] = adm.cpu_quota * CFS_PERIOD_NS
                 self.q_tids[pod.index] = pod.all_tids

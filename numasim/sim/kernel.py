@@ -33,11 +33,7 @@ from numpy.typing import NDArray
 
 from ..errors import NumasimError, PolicyError
 from ..model.machine import Machine
-from ..policies.api import (
-    CHUNK,
-    PAGE,
-    Policy,
-)
+from ..policies.api import CHUNK, MAX_TICKS_PER_S, PAGE, Policy
 from .memory import Memory
 from .perf import LINE, lines_in_flight
 from .state import NEW, TOUCH
@@ -56,9 +52,6 @@ from .sampling import Sampling
 from .view import SimView
 
 __all__ = ["Simulation"]
-
-MAX_EAGER_TICKS = 10_000
-
 
 class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, Sampling):
     """One run of one policy on one machine with one set of pods.
@@ -442,7 +435,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
             ctl[layout.N_AHEAD] = 0
 
     def _ticker(self):
-        eager = 0  # ticks in a row asked for 1 ns later
+        ticks = 0
         while True:
             nxt = self.policy.next_tick(self.now)
             if nxt is None:
@@ -453,13 +446,13 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
             if when is None:
                 raise PolicyError(self.policy.name, self.now, "next_tick",
                                   f"next_tick must return None or a time in ns (an integer), got {str(nxt)[:50]!r}")
-            # Now or a time already past means 1 ns from now; a policy that asks for that
-            # again and again would tick a billion times per simulated second: it is
-            # stopped, not waited for.
-            eager = eager + 1 if when - self.now <= 1 else 0
-            if eager > MAX_EAGER_TICKS:
+            # Now or a time already past means 1 ns from now. A policy that ticks faster than
+            # the estimate allows would run for longer than any budget: it is stopped, not waited for.
+            ticks += 1
+            if ticks > MAX_TICKS_PER_S * (1 + self.now / 1e9):
                 raise PolicyError(self.policy.name, self.now, "next_tick",
-                                  f"next_tick asked for a tick 1 ns later {MAX_EAGER_TICKS:,} times in a row")
+                                  f"next_tick asked for more than {MAX_TICKS_PER_S:,} ticks a simulated second "
+                                  "(counted from the start, with a first second's allowance)")
             yield self.env.timeout(max(when - self.now, 1))
             self._apply_all(self.policy.tick(self.view))
 

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from ..errors import PolicyError
 from ..policies.api import MigratePages, MoveChunks
 from . import layout
+from .decisions import MAX_COPY_GBPS, MIN_COPY_GBPS, _copy_rate
 from .firsttouch import (FT_BIND, FT_LOCAL, FT_PREFERRED, FT_PYTHON, PLAN_ENTRIES, POL_KIND, POL_LOCAL, POL_MASK,
                          POL_NODE)
 from .memory import CHUNK, AllocationFailure
@@ -159,8 +160,11 @@ class PageRuntime:
         self._dirty = True
 
     def _move_chunks(self, d: MoveChunks) -> None:
-        if not 0 <= d.region < len(self.memory.regions) or not 0 <= d.dst < self.machine.n_nodes or d.copy_gbps <= 0:
-            raise PolicyError(self.policy.name, self.now, d, "bad region, node or copy rate")
+        self._index(d.region, len(self.memory.regions), "region", d)
+        self._index(d.dst, self.machine.n_nodes, "node", d)
+        if not _copy_rate(d.copy_gbps):
+            raise PolicyError(self.policy.name, self.now, d,
+                              f"copy_gbps must be a number of GB/s from {MIN_COPY_GBPS:g} to {MAX_COPY_GBPS:g}")
         if isinstance(d.tid, (bool, np.bool_)) or not isinstance(d.tid, (int, np.integer)) or not -1 <= d.tid < len(self.t_cpu):
             raise PolicyError(self.policy.name, self.now, d, "tid must be a thread id, or -1 for a kernel thread")
         reg = self.memory.regions[d.region]
