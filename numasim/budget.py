@@ -31,8 +31,8 @@ fewer of them than its ``sample_interval`` asks. The scheduling domains (every p
 as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
 session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
-the distances between nodes. Building them costs each run up to 20 us per CPU and level (5-10 us
-measured on 4,096 and 65,536 CPUs).
+the distances between nodes. Building them costs each run 20 us per CPU and level and 2 us per CPU of a
+span (measured: up to 10 and 1, session 30).
 A pod whose CPU limit is below its threads can be throttled (CFS bandwidth control): every
 change of a CPU's load then recomputes when each limited pod sharing it runs out of quota,
 measured (session 28, 250 and 1,000 one-thread pods of 1m on 8 CPUs) at about 60 us a
@@ -68,9 +68,11 @@ EVENTS_PER_THREAD_S = 100.0
 DEFAULT_TICKS_PER_S = 1000.0  # a policy's ticks a second when its options say neither hz nor a rebalance period
 NUMAB_TICKS_PER_S = 100.0  # NUMA balancing's own tick (every 10 ms), apart from the scheduler's
 REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
-# Building the scheduling domains and wake-up tables, once a run: 5-10 us per CPU and level measured
-# (session 30: 2.0 s on 64 x 1,024 CPUs, 0.07 s on 16 x 256), so 20 us.
+# Building the scheduling domains and wake-up tables, once a run (session 30): 2.0 s on 64 x 1,024 CPUs
+# (3 levels, 4.2 M span CPUs), 0.07 s on 16 x 256, 14 s on 1,024 CPUs in 128 nodes with 244 distances
+# (16 M span CPUs): up to 10 us per CPU and level and 1 us per span CPU, so 20 us and 2 us.
 DOMAINS_CPU_S_PER_CPU_LEVEL = 2e-5
+DOMAINS_CPU_S_PER_SPAN = 2e-6
 BALANCER_CPU_S_PER_CPU_LEVEL_S = 5e-4  # the periodic balancer's work per simulated second, per CPU and domain level
 REBALANCE_CPU_S_PER_CPU = 1e-5  # a rebalance_period policy's (ESXi's) work at each tick, per CPU of the machine
 CPU_S_PER_EVENT = 40e-6
@@ -180,7 +182,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         # Pods arriving together share one solve; a staggered group arrives at as many times as replicas.
         solves = sum(p.replicas if p.stagger > 0 else 1 for p in pods)
         arrival_s += n * (n_pods * ARRIVAL_CPU_S + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
-        balancer_s += n * machine.n_cpus * _levels(machine) * DOMAINS_CPU_S_PER_CPU_LEVEL  # built by each run
+        balancer_s += n * _domains_cpu_s(machine)  # built by each run
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         n_nodes = machine.n_nodes
@@ -237,15 +239,24 @@ def _levels(machine: Machine) -> int:
     return (1 if machine.smt else 0) + 2 + len(distances)
 
 
-def _domain_bytes(machine: Machine) -> float:
-    """Memory of the scheduling domains and the wake-up tables built on ``machine`` (module docstring)."""
+def _spans(machine: Machine) -> float:
+    """The CPUs of every node's span at every NUMA level, summed: what the domains hold and their building walks."""
     cpus = list(machine.cpu_nodes)
     d = machine.distance[np.ix_(cpus, cpus)]
     per_node = np.array([int(np.count_nonzero(machine.cpu_node == n)) for n in cpus], dtype=np.float64)
     levels = sorted(set(np.unique(d).tolist()) - {10})
-    spans = sum(float(((d <= lv) @ per_node).sum()) for lv in levels)
+    return sum(float(((d <= lv) @ per_node).sum()) for lv in levels)
+
+
+def _domains_cpu_s(machine: Machine) -> float:
+    """CPU time to build the scheduling domains and the wake-up tables on ``machine``, once a run."""
+    return machine.n_cpus * _levels(machine) * DOMAINS_CPU_S_PER_CPU_LEVEL + _spans(machine) * DOMAINS_CPU_S_PER_SPAN
+
+
+def _domain_bytes(machine: Machine) -> float:
+    """Memory of the scheduling domains and the wake-up tables built on ``machine`` (module docstring)."""
     wake = (_levels(machine) + 4) * machine.n_cpus + machine.n_nodes ** 2  # rows of the CPUs, the distances
-    return spans * DOMAIN_BYTES_PER_CPU + 8.0 * wake
+    return _spans(machine) * DOMAIN_BYTES_PER_CPU + 8.0 * wake
 
 
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:

@@ -118,7 +118,7 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     from scipy.optimize import brentq, least_squares, minimize_scalar
 
     from .budget import check_budget, combine, estimate
-    from .model.scenario import apply_overrides, from_dict, set_path
+    from .model.scenario import apply_overrides, fraction_inside, from_dict, set_path
     from .model.yamlfile import read_yaml
     from .runner import run, select_variants
 
@@ -154,9 +154,7 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
         costs += ends
         costlier[path] = hi if ends[1].cpu_seconds >= ends[0].cpu_seconds else lo
         # and so must a value between them that is not a whole number: the fit tries any real value
-        mid = (lo + hi) / 2
-        if mid.is_integer():
-            mid += 0.5 if hi - lo >= 1 else (hi - lo) / 4
+        mid = fraction_inside(lo, hi)
         data = copy.deepcopy(base)
         set_path(data, path, mid, "--fit")
         try:

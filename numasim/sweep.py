@@ -106,21 +106,19 @@ def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
 def _whole_paths(base: dict[str, Any], ranges: dict[str, tuple[float, float]], source: str) -> set[str]:
     """The --range paths that take whole numbers only: a value between two is refused as not an integer,
     a whole one is accepted."""
-    from .model.scenario import from_dict
+    from .model.scenario import fraction_inside, from_dict
 
     whole = set()
     for path, (lo, hi) in ranges.items():
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             continue  # sweep_points says so
-        mid = (lo + hi) / 2
-        fraction = mid + min(0.5, (hi - lo) / 4) if mid.is_integer() else mid  # inside LO..HI
         try:
-            from_dict(_point_data(base, {path: fraction}, "--range"), source=source)
+            from_dict(_point_data(base, {path: fraction_inside(lo, hi)}, "--range"), source=source)
         except ScenarioError as exc:
             if "integer" not in str(exc):
                 continue  # refused for another reason (a bound): the points' own checks say why
             try:
-                from_dict(_point_data(base, {path: round(mid)}, "--range"), source=source)
+                from_dict(_point_data(base, {path: round((lo + hi) / 2)}, "--range"), source=source)
             except ScenarioError:
                 continue
             whole.add(path)

@@ -178,7 +178,7 @@ def test_docs_site_builds_strictly(tmp_path):
 def _subcommands():
     import argparse
 
-    from numasim.cli import _parser
+    from numasim.cli_parser import _parser
 
     def walk(parser, prefix):
         for action in parser._actions:

@@ -184,6 +184,14 @@ class Scenario:
 
 
 # ------------------------------------------------------------- overrides
+def fraction_inside(lo: float, hi: float) -> float:
+    """A value strictly between ``lo`` and ``hi`` (``lo < hi``) that is not a whole number: setting a
+    field to it tells whether the field takes real values (a whole-number field refuses it as "not
+    an integer"), as sweep --range and calibrate --fit ask."""
+    mid = (lo + hi) / 2
+    return mid + min(0.5, (hi - lo) / 4) if mid.is_integer() else mid
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Apply ``PATH=VALUE`` overrides (``machine.smt=true``, ``pods.0.replicas=4``).
 
