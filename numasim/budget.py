@@ -27,7 +27,9 @@ on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run allocates and keeps: the
 (24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
 measurement window) and the random numbers drawn ahead for its arrivals (16 KiB). The samples
 are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs
-fewer of them than its ``sample_interval`` asks. The scheduling domains (every policy is counted
+fewer of them than its ``sample_interval`` asks. The calling process keeps every variant's first-seed
+series in the result, and an output built from them takes more (``OUTPUT_COPIES``): that is
+checked against the memory limit too. The scheduling domains (every policy is counted
 as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
 session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
@@ -88,6 +90,9 @@ ARRIVAL_CPU_S = 1e-3
 ARRIVAL_SOLVE_CPU_S_PER_THREAD = 1e-6
 SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
 SAMPLE_BYTES = 4096  # per sample, whatever its size
+# What building an output from the kept time series takes, in copies of them (session 30, one run of
+# 256 MiB of samples: --trace +363 MB, --json +107 MB, --report +103 MB; CSV holds no series).
+OUTPUT_COPIES = {"trace": 2.0, "json": 1.0, "report": 1.0}
 QUEUED_REQUEST_BYTES = 40  # an arrival time waiting in an open pod's queue
 DOMAIN_BYTES_PER_CPU = 64  # a CPU of one node's span at one NUMA level (policies/domains.py), all copies
 # Per pod: its response-time histogram (N_BINS 4-byte counts, one per measurement window: the run's and
@@ -108,6 +113,7 @@ class Estimate:
     cpu_seconds: float
     run_memory_bytes: float  # the largest single simulation's
     sample_seconds: float = 0.0  # of cpu_seconds, what taking the samples costs
+    kept_bytes: float = 0.0  # what the calling process keeps: every variant's first-seed time series, and outputs
 
     def describe(self) -> str:
         plural = "s" if self.runs != 1 else ""
@@ -135,8 +141,10 @@ def _bytes(n: float) -> str:
     return f"{mib:,.0f} MiB" if mib < 2**20 else f"{mib / 2**20:,.0f} TiB" if mib < 2**40 else "over a million TiB"
 
 
-def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | None, with_sla: bool) -> Estimate:
-    """Estimate the cost of running ``variants`` (replications and, if asked, the SLA search)."""
+def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | None, with_sla: bool,
+             outputs: tuple[str, ...] = ()) -> Estimate:
+    """Estimate the cost of running ``variants`` (replications and, if asked, the SLA search), and of
+    building ``outputs`` ("json", "csv", "report", "trace") from the result."""
     spec = scenario.spec
     dur_s = (duration_ns if duration_ns is not None else spec.duration) / 1e9
     n_samples = dur_s / (min(spec.sample_interval, duration_ns or spec.duration) / 1e9) + 3
@@ -154,6 +162,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     balancer_s = 0.0
     quota_s = 0.0
     arrival_s = 0.0
+    kept = 0.0
+    copies = 1.0 + sum(OUTPUT_COPIES.get(o, 0.0) for o in outputs)
     for v in variants:
         machine = scenario.machine_of(v)
         pods = scenario.pods_of(v)
@@ -193,10 +203,11 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         events += n * rows
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
+        kept += copies * rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES)  # its first seed's, in the result
         memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0 + _domain_bytes(machine)
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s + quota_s + arrival_s,
-                    run_memory_bytes=memory, sample_seconds=sample_s)
+                    run_memory_bytes=memory, sample_seconds=sample_s, kept_bytes=kept)
 
 
 def _ours(v: Variant) -> bool:
@@ -292,7 +303,8 @@ def combine(estimates: list[Estimate], times: float = 1.0) -> Estimate:
     return Estimate(runs=int(times * sum(e.runs for e in estimates)), events=times * sum(e.events for e in estimates),
                     cpu_seconds=times * sum(e.cpu_seconds for e in estimates),
                     run_memory_bytes=max((e.run_memory_bytes for e in estimates), default=0.0),
-                    sample_seconds=times * sum(e.sample_seconds for e in estimates))
+                    sample_seconds=times * sum(e.sample_seconds for e in estimates),
+                    kept_bytes=max((e.kept_bytes for e in estimates), default=0.0))
 
 
 def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str,
@@ -312,3 +324,9 @@ def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: floa
             f"one simulation is estimated to need {est.run_memory_bytes / 2**30:,.1f} GiB, over the limit of "
             f"{max_memory_bytes / 2**30:g} GiB; use a longer sample_interval or less pod memory, "
             "or raise the limit with --max-memory GiB")), source=source)
+    if max_memory_bytes is not None and est.kept_bytes > max_memory_bytes:
+        raise ScenarioError(Problem("--max-memory", (
+            f"the results kept in this process (every variant's time series, and the outputs built from them) "
+            f"are estimated to need {est.kept_bytes / 2**30:,.1f} GiB, over the limit of "
+            f"{max_memory_bytes / 2**30:g} GiB; use a longer sample_interval or a smaller sample_memory, fewer "
+            "variants or outputs, or raise the limit with --max-memory GiB")), source=source)

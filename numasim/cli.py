@@ -127,7 +127,8 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     result = run(scenario, policies=args.policy, seed=args.seed, duration=args.duration, warmup=args.warmup,
                  replications=args.replications,
                  workers=args.workers, with_sla=not args.no_sla, quiet=args.quiet,
-                 max_work_s=max_work, max_memory_bytes=max_memory)
+                 max_work_s=max_work, max_memory_bytes=max_memory,
+                 outputs=tuple(flag.removeprefix("--") for flag, _ in outputs))
     result.scenario["provenance"].update(command=["numasim", *sys.argv[1:]] if sys.argv else [],
                                          overrides=list(args.set), machine_option=args.machine)
     out.print(_table(result))

@@ -17,7 +17,7 @@ from rich.text import Text as RichText
 from .atomic import check_target, write_all
 from .errors import NumasimError, Problem, ScenarioError
 from .model.presets import preset_names
-from .model.yamlfile import MAX_BYTES
+from .model.yamlfile import MAX_BYTES, read_yaml_text
 
 
 def _machine_arg(value: str | None):
@@ -83,6 +83,12 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
         raise ScenarioError(Problem("", f"the imported scenario would be {size:,} bytes ({len(scenario['pods']):,} "
                                         f"pod groups), over the {MAX_BYTES:,} bytes numasim reads: import fewer "
                                         "pods (--node, --exclude-namespace)"), source=args.pods)
+    try:  # and within the values numasim reads back
+        read_yaml_text(text, source=str(target))
+    except ScenarioError as exc:
+        raise ScenarioError(Problem("", f"the imported scenario ({len(scenario['pods']):,} pod groups) would be "
+                                        f"refused when read back ({exc.problems[0].message}): import fewer pods "
+                                        "(--node, --exclude-namespace)"), source=args.pods) from None
     write_all([(target, text, f"-o {args.output}")])
     for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)

@@ -119,6 +119,7 @@ def run(
     quiet: bool = False,
     max_work_s: float | None = DEFAULT_MAX_WORK_S,
     max_memory_bytes: float | None = MAX_MEMORY_BYTES,
+    outputs: tuple[str, ...] = (),
 ) -> RunResult:
     """Run the scenario's policy variants and collect the results.
 
@@ -148,11 +149,16 @@ def run(
         terminal or in Jupyter, a line per finished variant otherwise).
     max_work_s, max_memory_bytes
         The budget: refuse, before simulating, a run estimated (:mod:`numasim.budget`)
-        to take more CPU seconds in all, or more memory per simulation; ``None`` for no limit.
+        to take more CPU seconds in all, or more memory per simulation or for the results this
+        process keeps; ``None`` for no limit.
+    outputs
+        What the caller will build from the result ("json", "csv", "report", "trace"): their memory
+        is counted with the results kept.
     """
     variants = select_variants(scenario, policies)
     scenario, dur_ns = _run_options(scenario, duration, warmup, replications)
-    check_budget(estimate(scenario, variants, dur_ns, with_sla), max_work_s, max_memory_bytes, scenario.source)
+    check_budget(estimate(scenario, variants, dur_ns, with_sla, tuple(outputs)), max_work_s, max_memory_bytes,
+                 scenario.source)
     if not 0 <= workers <= MAX_WORKERS:
         raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {workers}"))
     base_seed = scenario.spec.seed if seed is None else seed

@@ -319,7 +319,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
             continue
         costs.append(estimate(checked, select_variants(checked, policies), None, False))
         work, memory = work + costs[-1].cpu_seconds, max(memory, costs[-1].run_memory_bytes)
-        if work > (max_work_s or math.inf) or memory > (max_memory_bytes or math.inf):
+        if (max_work_s is not None and work > max_work_s) or (max_memory_bytes is not None and memory > max_memory_bytes):
             break  # over already: the rest are not costed
     what = (f"this sweep's {n_todo:,} points to run are" if len(costs) == n_todo
             else f"the first {len(costs):,} of this sweep's {n_todo:,} points to run are already")
@@ -403,7 +403,13 @@ def _probe_scheduler(address: str) -> None:
     host, port = get_address_host_port(address)
     where, wait_s = f"--scheduler {address[:200]}", PROBE_S
     try:
-        with socket.create_connection((host, port), timeout=wait_s) as sock:
+        sock = socket.create_connection((host, port), timeout=wait_s)
+    except socket.timeout:
+        raise NumasimError(f"{where}: cannot connect (no answer within {wait_s:g} s)") from None
+    except OSError as exc:
+        raise NumasimError(f"{where}: cannot connect ({str(exc)[:200]})") from None
+    try:
+        with sock:
             head = b""
             while len(head) < 8:
                 got = sock.recv(8 - len(head))
@@ -414,7 +420,7 @@ def _probe_scheduler(address: str) -> None:
         raise NumasimError(f"{where}: connected, but nothing came within {wait_s:g} s; a dask scheduler greets "
                            "first (is it another service?)") from None
     except OSError as exc:
-        raise NumasimError(f"{where}: cannot connect ({str(exc)[:200]})") from None
+        raise NumasimError(f"{where}: the connection failed as it was read ({str(exc)[:200]})") from None
     size = struct.unpack("Q", head)[0] if len(head) == 8 else None
     if size is None or not 0 < size <= MAX_GREETING_BYTES:
         raise NumasimError(f"{where}: not a dask scheduler: its first bytes {head[:8]!r} are not the size of a "

@@ -134,6 +134,22 @@ def test_runs_over_budget_are_refused_before_they_start(tmp_path, capsys, change
     assert not out.exists()
 
 
+def test_the_results_kept_and_the_outputs_built_from_them_are_in_the_memory_budget(tmp_path, capsys):
+    # 3 variants of 300 MiB of sampled values each (about 1.6 GB with the series built from them): every
+    # simulation fits 8 GiB, their first seeds' series kept together too, but not with a trace (twice more).
+    changes = {"sample_interval": "1us", "sample_memory": "300MiB"}
+    sc = from_dict({**copy.deepcopy(BASE), **changes})
+    plain = estimate(sc, list(sc.variants), None, False)
+    traced = estimate(sc, list(sc.variants), None, False, ("trace",))
+    assert plain.run_memory_bytes < 8 * 2**30 and 3 * 2**30 < plain.kept_bytes < 8 * 2**30
+    assert traced.kept_bytes == pytest.approx(3 * plain.kept_bytes) and traced.run_memory_bytes == plain.run_memory_bytes
+    p = scenario(tmp_path, **changes)
+    out = tmp_path / "t.json"
+    expect_error(capsys, ["run", p, "--quiet", "--trace", out], str(p), "--max-memory",
+                 "the results kept in this process", "and the outputs built from them")
+    assert not out.exists()
+
+
 def test_the_budget_is_a_flag_and_validate_shows_the_estimate(tmp_path, capsys):
     p = scenario(tmp_path)
     expect_error(capsys, ["run", p, "--quiet", "--max-work", "0.001"], str(p), "--max-work", "over the budget")
@@ -449,6 +465,8 @@ def _decision_plugins() -> dict[str, dict]:
         "test-quota": _admits(cpu_quota=float("nan")),
         "test-memkind": _admits(mempolicy=MemPolicy("bogus", (0,))),  # type: ignore[arg-type]
         "test-memnode": _admits(mempolicy=MemPolicy("bind", (0.5,))),  # type: ignore[arg-type]
+        "test-memweights": _admits(mempolicy=MemPolicy("interleave", (0, 1), 5)),  # type: ignore[arg-type]
+        "test-mem-balancing": _admits(mempolicy=MemPolicy("bind", (0,), numa_balancing=1)),  # type: ignore[arg-type]
         "test-migrate-nan": _ticks_with(MigratePages(pod=0, dst=1, nbytes=float("nan"), rate_gbps=1.0)),
         "test-migrate-pod": _ticks_with(MigratePages(pod=99, dst=1, nbytes=10**6, rate_gbps=1.0)),
         "test-migrate-rate": _ticks_with(MigratePages(pod=0, dst=1, nbytes=10**6, rate_gbps=1e300)),
@@ -479,6 +497,8 @@ def _plugin_scenario(tmp_path, policy):
     ("test-quota", ["cpu_quota must be None or a finite number of CPUs > 0"]),
     ("test-memkind", ["memory policy kind 'bogus': expected one of local, preferred, bind, interleave"]),
     ("test-memnode", ["memory policy nodes must be a tuple of integer node ids"]),
+    ("test-memweights", ["memory policy weights must be a tuple of integers 1-255"]),
+    ("test-mem-balancing", ["memory policy numa_balancing must be None, True or False"]),
     ("test-migrate-nan", ["nbytes must be an integer >= 0"]),
     ("test-migrate-pod", ["pod 99 does not exist"]),
     ("test-migrate-rate", ["rate_gbps a number of GB/s from 0.001 to 10000"]),

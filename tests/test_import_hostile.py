@@ -98,7 +98,7 @@ def test_a_compressed_tarball_that_decompresses_past_the_cap_is_refused_early(tm
             tar.addfile(info, io.BytesIO(data))
     assert path.stat().st_size < 20_000  # small on disk, 2.4 MB inside
     code, err = _run(tmp_path, capsys, str(path))
-    assert code == 2 and "decompresses to more than 1 MiB" in err and "Traceback" not in err
+    assert code == 2 and "holds more than 1 MiB of tar (decompressed)" in err and "Traceback" not in err
 
 
 def test_a_compressed_sysfs_copy_still_imports(tmp_path, capsys):
@@ -113,11 +113,46 @@ def test_a_compressed_sysfs_copy_still_imports(tmp_path, capsys):
 def test_a_directory_that_is_not_a_sysfs_copy_is_not_walked_to_the_end(tmp_path, capsys, monkeypatch):
     import numasim.importers.inputs as im
 
-    monkeypatch.setattr(im, "MAX_TAR_MEMBERS", 30)
+    monkeypatch.setattr(im, "MAX_WALK_ENTRIES", 30)
     for k in range(40):
-        (tmp_path / "tree" / f"d{k}").mkdir(parents=True)
+        (tmp_path / "tree" / "node" / f"node{k}").mkdir(parents=True)
     code, err = _run(tmp_path, capsys, str(tmp_path / "tree"))
-    assert code == 2 and "more than 30 files and directories" in err
+    assert code == 2 and "more than 30 files and directories under node/ and cpu/" in err
+
+
+def test_a_directory_walk_enters_only_sysfs_folders_below_the_top(tmp_path, capsys, monkeypatch):
+    import numasim.importers.inputs as im
+
+    monkeypatch.setattr(im, "MAX_WALK_ENTRIES", 30)
+    src = _sysfs(tmp_path)  # sys/node/node0/...
+    for k in range(40):  # folders no sysfs file is in: not entered, not counted
+        (tmp_path / "sys" / "node" / "other" / f"d{k}").mkdir(parents=True)
+    code, err = _run(tmp_path, capsys, src)
+    assert code == 0, err
+
+
+def test_a_first_member_with_a_huge_long_name_is_not_read_whole(tmp_path, capsys, monkeypatch):
+    # tarfile.is_tarfile reads a GNU long-name header's body whole: 531 bytes of bz2 held 512 MiB.
+    import bz2
+
+    import numasim.importers.inputs as im
+
+    monkeypatch.setattr(im, "MAX_TAR_STREAM_BYTES", 2**20)
+
+    def whole(*args):
+        raise AssertionError("tarfile.is_tarfile reads a first member's header whole")
+
+    monkeypatch.setattr(tarfile, "is_tarfile", whole)
+    name = b"a" * (8 * 2**20)
+    head = tarfile.TarInfo("././@LongLink")
+    head.type, head.size = tarfile.GNUTYPE_LONGNAME, len(name)
+    raw = io.BytesIO()
+    raw.write(head.tobuf(format=tarfile.GNU_FORMAT))
+    raw.write(name + bytes(-len(name) % 512))
+    path = tmp_path / "long.tar.bz2"
+    path.write_bytes(bz2.compress(raw.getvalue()))
+    code, err = _run(tmp_path, capsys, str(path))
+    assert code == 2 and "holds more than 1 MiB of tar" in err and "Traceback" not in err
 
 
 def test_a_huge_file_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch):

@@ -221,3 +221,11 @@ def test_an_import_too_large_to_read_back_is_refused_unwritten(tmp_path, capsys,
     monkeypatch.setattr(tools, "MAX_BYTES", 4000)
     err = _refused(tmp_path, capsys, _one_owner_many_sizes(tmp_path, 40))
     assert "pod groups), over the 4,000 bytes numasim reads" in err
+
+
+def test_an_import_with_more_values_than_numasim_reads_back_is_refused_unwritten(tmp_path, capsys, monkeypatch):
+    import numasim.model.yamlfile as yf
+
+    monkeypatch.setattr(yf, "MAX_NODES", 300)
+    err = _refused(tmp_path, capsys, _one_owner_many_sizes(tmp_path, 40))
+    assert "would be refused when read back (" in err and "more than 300 values" in err

@@ -56,7 +56,7 @@ class ESXiOptions(PolicyOptions):
     locality_threshold: float = Field(default=_D["locality_threshold"], description="a client with less of its memory at home than this may move to its memory", ge=0, le=1)
     page_migration_gbps: float = Field(default=_D["page_migration_gbps"], description="rate of copying a client's pages after its home moves, GB/s", ge=1e-3, le=1e4)
     prefer_ht: bool = Field(default=_D["prefer_ht"], description="Numa.PreferHT: size NUMA clients in hardware threads instead of cores")
-    quantum: Duration = Field(default=_D["quantum"], description="ESXi CPU scheduler time slice (sets the context-switch overhead; at least 100 us)", ge=100_000)
+    quantum: Duration = Field(default=_D["quantum"], description="ESXi CPU scheduler time slice (sets the context-switch overhead; 100 us to 10 s)", ge=100_000, le=10_000_000_000)
     cpu_overhead: float = Field(default=_D["cpu_overhead"], description="virtualization: extra compute time, as a fraction", ge=0, le=1)
     memory_overhead: float = Field(default=_D["memory_overhead"], description="virtualization: extra DRAM-miss time (nested paging), as a fraction", ge=0, le=2)
 

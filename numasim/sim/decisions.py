@@ -73,10 +73,12 @@ class Decisions:
         fail = self._fail(decision)
         if not isinstance(mp, MemPolicy):
             fail(f"mempolicy must be a MemPolicy, got {type(mp).__name__}")
-        if mp.kind not in MEMPOLICY_KINDS:
+        if not isinstance(mp.kind, str) or mp.kind not in MEMPOLICY_KINDS:
             fail(f"memory policy kind {str(mp.kind)[:40]!r}: expected one of {', '.join(MEMPOLICY_KINDS)}")
-        if not isinstance(mp.nodes, tuple) or any(_int(n) is None for n in mp.nodes):
+        if not isinstance(mp.nodes, (tuple, list)) or any(_int(n) is None for n in mp.nodes):
             fail("memory policy nodes must be a tuple of integer node ids")
+        if not isinstance(mp.weights, (tuple, list)):
+            fail("memory policy weights must be a tuple of integers 1-255 (or empty)")
         if any(n < 0 or n >= self.machine.n_nodes for n in mp.nodes):
             fail(f"memory policy names a node outside 0-{self.machine.n_nodes - 1}")
         if mp.kind in ("bind", "interleave") and not mp.nodes:
@@ -84,7 +86,7 @@ class Decisions:
         if mp.weights and (mp.kind != "interleave" or len(mp.weights) != len(mp.nodes)
                            or any(_int(w) is None or not 1 <= w <= 255 for w in mp.weights)):
             fail("memory policy weights: one per interleaved node, each an integer 1-255")
-        if mp.numa_balancing not in (None, True, False):
+        if mp.numa_balancing is not None and not isinstance(mp.numa_balancing, (bool, np.bool_)):
             fail("memory policy numa_balancing must be None, True or False")
 
     def _check_admission(self, adm: object) -> Admission:
