@@ -53,6 +53,7 @@ from .view import SimView
 
 __all__ = ["Simulation"]
 
+
 class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, Sampling):
     """One run of one policy on one machine with one set of pods.
 
