@@ -131,13 +131,7 @@ def _cmd_run(args, out: Console, err: Console) -> int:
                  outputs=tuple(flag.removeprefix("--") for flag, _ in outputs))
     result.scenario["provenance"].update(command=["numasim", *sys.argv[1:]] if sys.argv else [],
                                          overrides=list(args.set), machine_option=args.machine)
-    out.print(_table(result))
-    for r in result.runs:
-        for p in r.pods:
-            if p.status in ("rejected", "failed"):
-                out.print(Text(f"{r.label}: pod {p.name} {p.status}: {p.reason}", style="yellow"))
-    for w in result.warnings():
-        out.print(Text(f"warning: {w}", style="yellow"))
+    # The outputs first: a standard output that fails (a full disk, a closed pipe) cannot lose them.
     files = []
     for flag, target in outputs:
         if flag == "--json":
@@ -154,6 +148,13 @@ def _cmd_run(args, out: Console, err: Console) -> int:
             text = render_html(result)
         files.append((target, text, f"{flag} {target}"))
     write_all(files)
+    out.print(_table(result))
+    for r in result.runs:
+        for p in r.pods:
+            if p.status in ("rejected", "failed"):
+                out.print(Text(f"{r.label}: pod {p.name} {p.status}: {p.reason}", style="yellow"))
+    for w in result.warnings():
+        out.print(Text(f"warning: {w}", style="yellow"))
     for _flag, target in outputs:
         out.print(f"wrote {target}", markup=False, highlight=False)
     return 0
@@ -262,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args) -> int:
     # Wide enough for the table when the output is a file or a pipe (rich assumes 80).
-    out = Console(width=None if sys.stdout.isatty() else 160)
-    err = Console(stderr=True)
+    out = Console(width=None if sys.stdout.isatty() else 160, emoji=False)  # ':fire:' in a file name stays text
+    err = Console(stderr=True, emoji=False)
     try:
         if args.command == "run":
             return _cmd_run(args, out, err)

@@ -183,7 +183,7 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
     for col in ("target", "measured", "predicted", "error %"):
         table.add_column(col)
     for t in res.targets:
-        table.add_row(f"{t['label']}:{t['metric']}", f"{t['measured']:.4g}", f"{t['predicted']:.4g}", f"{t['error_pct']:+.1f}")
+        table.add_row(RichText(f"{t['label']}:{t['metric']}"), f"{t['measured']:.4g}", f"{t['predicted']:.4g}", f"{t['error_pct']:+.1f}")
     out.print(table)
     for path, value in res.fitted.items():
         ci = res.ci.get(path)
@@ -211,7 +211,10 @@ def _measured_csv(path: str) -> tuple[list[tuple[str, str, float]], list[tuple[s
     from .model.yamlfile import read_text
 
     text = read_text(path, "a CSV file", encoding="utf-8-sig")  # -sig: Excel's "CSV UTF-8" byte order mark
-    rows = list(csv.reader(text.splitlines()))
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a NUL
+        raise ScenarioError(Problem("", f"not a readable CSV file ({exc})"), source=path) from None
     if not rows or [c.strip() for c in rows[0]] != ["label", "metric", "value"]:
         raise ScenarioError(Problem("line 1", "the header must be label,metric,value"), source=path)
     out = []

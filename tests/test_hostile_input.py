@@ -787,3 +787,19 @@ def test_more_than_64_variants_are_refused(tmp_path, capsys):
     many = [{"label": f"v{k}", "policy": "cfs"} for k in range(65)]
     path = scenario(tmp_path, {**copy.deepcopy(BASE), "policies": many, "baseline": "v0"})
     expect_error(capsys, ["validate", path], str(path), "policies", "at most 64 items")
+
+
+def test_emoji_codes_in_a_file_name_stay_text(tmp_path, capsys):
+    rc = main(["validate", str(tmp_path / "nope:thumbs_up:.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "nope:thumbs_up:.yaml" in err
+
+
+def test_a_measurements_csv_with_a_field_over_the_csv_limit_is_a_clear_error(tmp_path):
+    from numasim.cli_tools import _measured_csv
+    from numasim.errors import ScenarioError
+
+    path = tmp_path / "m.csv"
+    path.write_text("label,metric,value\n" + "a" * 200_000 + ",relative_throughput,1.0\n")
+    with pytest.raises(ScenarioError, match="not a readable CSV file"):
+        _measured_csv(str(path))
