@@ -48,6 +48,14 @@ its threads: 0.9 ms measured at 2,500 one-thread pods), and pods arriving at dis
 (a ``stagger``) each re-solve the rates of the threads already running: about 1 us a thread
 (session 29: 2,500 and 5,000 pods 1 ns apart cost 2.2 and 11 s more than at once), so a
 staggered group adds replicas x half the threads x 1 us.
+NUMA balancing scans each process at most every tick (10 ms) and at most every shortest scan
+period (``scan_period_min_ms`` over the process's scan windows, never under ``scan_size_mb`` at
+2,560 MB/s): about 150 us of CPU a scan (session 31: 4,096 one-thread processes scanned every
+tick, 360,811 scans in 62 s). With memory tiering, each chunk of a scan on a slow node is a
+fault in Python (about 30 us), and a tick that must make room demotes after walking every
+chunk on that node (160 ns a chunk, once per CPU node and tick with a scan). All three are
+counted at their most (every process at its shortest period, every scanned chunk slow, a walk
+in each tick with a scan).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ from .model.machine import Machine
 from .model.scenario import Scenario, Variant
 from .model.workload import WorkloadProfile
 from .policies.api import CHUNK, MAX_TICKS_PER_S
+from .policies.numab_period import MAX_SCAN_WINDOW_MB_S
 from .sim.rates import REFRESH_NS
 from .sim.sampling import MIN_SAMPLES
 
@@ -75,6 +84,9 @@ REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
 # (16 M span CPUs): up to 10 us per CPU and level and 1 us per span CPU, so 20 us and 2 us.
 DOMAINS_CPU_S_PER_CPU_LEVEL = 2e-5
 DOMAINS_CPU_S_PER_SPAN = 2e-6
+NUMAB_SCAN_CPU_S = 1.5e-4  # a NUMA balancing scan of one process
+TIER_FAULT_CPU_S = 3e-5  # a hinting fault on a slow-tier chunk (promotion, in Python)
+DEMOTE_CPU_S_PER_CHUNK = 2e-7  # the coldest-first walk of a node's chunks before a demotion
 BALANCER_CPU_S_PER_CPU_LEVEL_S = 5e-4  # the periodic balancer's work per simulated second, per CPU and domain level
 REBALANCE_CPU_S_PER_CPU = 1e-5  # a rebalance_period policy's (ESXi's) work at each tick, per CPU of the machine
 CPU_S_PER_EVENT = 40e-6
@@ -195,6 +207,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         balancer_s += n * _domains_cpu_s(machine)  # built by each run
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
+        if _ours(v):
+            balancer_s += (n * dur_s + ladder_s) * _numab_cpu_s_per_s(v.options, pods, machine)
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
@@ -234,6 +248,29 @@ def _ticks_per_s(options: object) -> float:
     if getattr(options, "numa_balancing", False) is True or getattr(options, "numa_balancing_tiering", False) is True:
         ticks += NUMAB_TICKS_PER_S
     return ticks
+
+
+def _numab_cpu_s_per_s(options: object, pods: list, machine: Machine) -> float:
+    """NUMA balancing's scans, memory tiering's faults and demotions: CPU a simulated second, at most."""
+    tiering = getattr(options, "numa_balancing_tiering", False) is True and machine.n_nodes > len(machine.cpu_nodes)
+    if not (getattr(options, "numa_balancing", False) is True or tiering):
+        return 0.0
+    size_mb = float(options.scan_size_mb)
+    floor_ms = 1000.0 * size_mb / MAX_SCAN_WINDOW_MB_S
+    budget = max(1.0, size_mb * 2**20 // CHUNK)
+    cpu_s = scans_s = 0.0
+    for p in pods:
+        rss = p.memory / p.processes
+        windows = max(1.0, np.ceil(rss / (size_mb * 2**20)))
+        scans = min(NUMAB_TICKS_PER_S, 1000.0 / max(floor_ms, float(options.scan_period_min_ms) / windows))
+        per_scan = NUMAB_SCAN_CPU_S + (min(budget, rss / CHUNK) * TIER_FAULT_CPU_S if tiering else 0.0)
+        cpu_s += p.replicas * p.processes * scans * per_scan
+        scans_s += p.replicas * p.processes * scans
+    if tiering and getattr(options, "demotion_enabled", False) is True:
+        # A walk per CPU node in each tick with a scan.
+        chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
+        cpu_s += min(NUMAB_TICKS_PER_S, scans_s) * len(machine.cpu_nodes) * chunks * DEMOTE_CPU_S_PER_CHUNK
+    return cpu_s
 
 
 def _rebalances_per_s(options: object) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numasim.budget import DEFAULT_MAX_WORK_S, estimate
+from numasim.budget import CPU_S_PER_EVENT, DEFAULT_MAX_WORK_S, NUMAB_SCAN_CPU_S, NUMAB_TICKS_PER_S, estimate
 from numasim.cli import main
 from numasim.model.cpulist import parse_cpulist
 from numasim.model.scenario import from_dict, load
@@ -192,6 +192,24 @@ def test_the_estimate_counts_staggered_arrivals_each_solving_the_threads_already
     together, apart = cost(2500, "0ns"), cost(2500, "1ns")
     assert apart - together == pytest.approx(2500 * 2500 / 2 * 1e-6 * len(from_dict(BASE).variants), rel=0.01)
     assert cost(5000, "1ns") - cost(5000, "0ns") == pytest.approx(4 * (apart - together), rel=0.01)
+
+
+def test_the_estimate_counts_numa_balancing_scans_per_process():
+    # Every process is scanned at most once a tick (10 ms), and no more often than its shortest
+    # period; each scan is about 150 us of CPU (4,096 one-thread processes: 62 s measured for 2 s).
+    def cost(processes, **options):
+        pod = {"name": "p", "replicas": 1, "threads": processes, "processes": processes, "memory": "64GB",
+               "profile": "java-transactions", "cpu_limit": 8}
+        s = from_dict({**BASE, "pods": [pod], "duration": "2s", "warmup": "1s", "replications": 1, "baseline": "x",
+                       "policies": [{"label": "x", "policy": "cfs", "options": options}]})
+        return estimate(s, list(s.variants), None, False).cpu_seconds
+
+    ticks = NUMAB_TICKS_PER_S * 2 * CPU_S_PER_EVENT  # its own tick's events, apart from the scans
+    fast = {"scan_delay_ms": 1, "scan_period_min_ms": 1, "scan_period_max_ms": 1, "scan_size_mb": 0.004}
+    scans = cost(4096, numa_balancing=True, **fast) - cost(4096, **fast)
+    assert scans == pytest.approx(ticks + 4096 * 100 * 2 * NUMAB_SCAN_CPU_S, rel=0.01)
+    # The default scan (256 MB at most every 100 ms): 10 scans a second a process.
+    assert cost(16, numa_balancing=True) - cost(16) == pytest.approx(ticks + 16 * 10 * 2 * NUMAB_SCAN_CPU_S, rel=0.01)
 
 
 @pytest.mark.parametrize("workload", [

@@ -217,3 +217,36 @@ def test_a_tiering_scan_stops_at_the_end_of_the_process_memory():
     small = _Mm(next_scan=0)
     assert nb._next_slow(small, 0, _Chunks([0, 0]), 4) is None  # smaller than a window: one pass, not eight
     assert small.seq == 1
+
+
+def test_a_tick_demotes_each_chunk_once_and_walks_each_node_once(monkeypatch):
+    # Four one-process pods scanned at every tick: their scans in one tick share free memory and
+    # the coldest-first order, since nothing they decide applies before the tick ends.
+    from numasim.policies import tiering
+
+    ticks, walks, demoted = [], [], []
+    begin, coldest, demote = tiering.Tiering.begin_tick, tiering.Tiering._coldest, tiering.Tiering._demote
+
+    def begin_tick(self, sim):
+        ticks.append(sim.now)
+        return begin(self, sim)
+
+    def walk(node, sim):
+        walks.append((ticks[-1], node))
+        return coldest(node, sim)
+
+    def record(self, node, nbytes, sim):
+        out = demote(self, node, nbytes, sim)
+        demoted.extend((ticks[-1], d.region, i) for d in out for i in d.chunks)
+        return out
+
+    monkeypatch.setattr(tiering.Tiering, "begin_tick", begin_tick)
+    monkeypatch.setattr(tiering.Tiering, "_coldest", staticmethod(walk))
+    monkeypatch.setattr(tiering.Tiering, "_demote", record)
+    fast = {"scan_delay_ms": 10, "scan_period_min_ms": 10, "scan_period_max_ms": 10, "scan_size_mb": 1024}
+    res = run_small({**TIERED, "pods": [{**TIERED["pods"][0], "threads": 1, "memory": "768MiB", "replicas": 4}],
+                     "policies": [_variant("demotion", numa_balancing_tiering=True, demotion_enabled=True, **fast)]},
+                    workers=0, with_sla=False)
+    assert res.run("demotion").pages_demoted_bytes > 0
+    assert len(set(walks)) == len(walks) > 0
+    assert len(set(demoted)) == len(demoted) > 0

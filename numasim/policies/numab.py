@@ -202,6 +202,8 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         if self.t_pref is None:
             self._alloc(len(sim.thread_cpu), len(sim.processes))
         cpu_time = alive = miss = None  # read at the first open gate (nothing changes them during the tick)
+        if self.tier is not None:
+            self.tier.begin_tick(sim)
         pods = sim.pods
         for proc, (pod_index, members) in enumerate(sim.processes):
             pod = pods[pod_index]
@@ -242,10 +244,10 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         n = c_rid.size
         if not n:
             return []
-        if self.tier is not None:
-            self.tier.begin_scan(sim)
         tids = np.array(members)
         weights = miss[tids] * alive[tids]
+        if self.tier is not None:
+            self.tier.begin_scan(float(sum(miss[t] for t in members)), float(sim.process_memory(proc)))
         # Nothing the scan decides applies before it ends: each thread's node, its memory policy
         # and the nodes' free memory are the same at each of its faults.
         mp = sim.pods[int(sim.thread_pod[tids[0]])].mempolicy  # (a process's threads are one pod's)
@@ -275,7 +277,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             # What the compiled faults leave to Python: a group join, a task's placement, a slow-tier page.
             if c_tid[j] >= 0:  # (a chunk nobody faults: the compiled loop passes it over)
                 dst[j] = self._fault_py(int(c_tid[j]), proc, mm, int(c_rid[j]), int(c_off[j]), int(c_i[j]),
-                                        int(c_nid[j]), mp, free, sim, miss, out)
+                                        int(c_nid[j]), mp, free, sim, out)
             j = faults(j + 1, *args)
         pages = 1 if self.o.thp else CHUNK // 4096
         faulted = self._order[:m]
@@ -291,7 +293,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         return out
 
     def _fault_py(self, tid: int, proc: int, mm: _Mm, rid: int, off: int, i: int, mem_nid: int, mp, free,
-                  sim: "View", miss, out: list[Decision]) -> int:
+                  sim: "View", out: list[Decision]) -> int:
         """One chunk's fault in Python (``mp``: the memory policy of the thread's pod); the node it moves
         to, or -1."""
         cpu_nid = int(self._cpu_nid[tid])
@@ -299,7 +301,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             # A slow-tier page: task statistics as usual (mode 3), promotion by hotness alone.
             if self.o.numa_balancing:
                 self._fault(tid, proc, mm, off, mem_nid, cpu_nid, mp, free, sim, decide=False)
-            dst = (self.tier.promote(tid, proc, rid, i, mem_nid, sim, miss, out)
+            dst = (self.tier.promote(tid, rid, i, mem_nid, sim, out)
                    if self._may_move(mp, cpu_nid) else None)  # mpol_misplaced comes first
         else:
             dst = self._fault(tid, proc, mm, off, mem_nid, cpu_nid, mp, free, sim)

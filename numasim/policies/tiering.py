@@ -42,14 +42,26 @@ class Tiering:
         self.th_period: dict[int, tuple[int, float]] = {}
         self.threshold: dict[int, float] = {}
         self.free = np.zeros(machine.n_nodes, dtype=np.int64)
-        self.demoted: set[tuple[int, int]] = set()
+        self.proc_rate = self.proc_bytes = 0.0  # of the process being scanned (begin_scan)
+        # Per node, this tick's chunks there coldest first (regions, indices) and how many are demoted.
+        self.cold: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.demoted: dict[int, int] = {}
 
-    def begin_scan(self, sim: "View") -> None:
-        """Free memory as this scan's promotions and demotions will change it; nothing demoted yet."""
+    def begin_tick(self, sim: "View") -> None:
+        """Free memory as this tick's promotions and demotions will change it; nothing demoted yet.
+
+        What a tick decides applies when it ends, so every scan of the tick sees the same memory:
+        one account of free memory and one coldest-first order per node serve all of them."""
         self.free = np.array(sim.node_free(), dtype=np.int64)
-        self.demoted = set()
+        self.cold = {}
+        self.demoted = {}
 
-    def promote(self, tid: int, proc: int, rid: int, i: int, src: int, sim: "View", miss, out: list) -> int | None:
+    def begin_scan(self, rate: float, proc_bytes: float) -> None:
+        """The process this scan marks: its threads' DRAM misses per ns, and its bytes placed."""
+        self.proc_rate = rate
+        self.proc_bytes = proc_bytes
+
+    def promote(self, tid: int, rid: int, i: int, src: int, sim: "View", out: list) -> int | None:
         """Memory tiering on a hinting fault of a slow-tier chunk: promote it to the faulting CPU's
         node if it is hot (touched within ``hot_threshold_ms`` of its scan), within the promotion
         rate limit, and the node has room above its watermark, after reclaim demoted cold chunks
@@ -58,8 +70,7 @@ class Tiering:
         dst = int(self.m.cpu_node[sim.thread_cpu[tid]])
         threshold = self._threshold(dst, sim.now)
         # The fault's latency since the scan is exponential with the chunk's access rate.
-        proc_bytes = float(sim.process_memory(proc))
-        rate = float(sum(miss[t] for t in sim.processes[proc][1]))  # its process's DRAM misses per ns
+        proc_bytes, rate = self.proc_bytes, self.proc_rate
         weights = sim.region_weights(rid)
         share = CHUNK * (1.0 if weights is None else float(weights[i])) / proc_bytes if proc_bytes > 0 else 0.0
         if self.rng.random() >= -math.expm1(-rate * share * threshold * MS):
@@ -118,24 +129,36 @@ class Tiering:
         target = next((t for t in self.demote_to.get(node, []) if free[t] >= nbytes + self._reserve(t)), None)
         if target is None or nbytes <= 0:
             return []
+        if node not in self.cold:
+            self.cold[node] = self._coldest(node, sim)
+        rids, idx = self.cold[node]
+        start = self.demoted.get(node, 0)
+        stop = min(start + -(-nbytes // CHUNK), rids.size)
+        if stop <= start:
+            return []
+        self.demoted[node] = stop
+        by_region: dict[int, list[int]] = {}
+        for rid, k in zip(rids[start:stop].tolist(), idx[start:stop].tolist()):
+            by_region.setdefault(rid, []).append(k)
+        free[node] += CHUNK * (stop - start)
+        free[target] -= CHUNK * (stop - start)
+        return [MoveChunks(rid, tuple(chunks), target, -1, self.o.migrate_copy_gbps) for rid, chunks in by_region.items()]
+
+    @staticmethod
+    def _coldest(node: int, sim: "View") -> tuple[np.ndarray, np.ndarray]:
+        """The chunks on ``node`` (any pod's), coldest first (by access weight, then region and index):
+        their regions and indices."""
         cands = []
         for pod in sim.pods:
             for rid, _owner, nodes in sim.pod_regions(pod.index):
-                idx = np.array([k for k in np.flatnonzero(nodes == node).tolist() if (rid, k) not in self.demoted],
-                               dtype=np.int64)
+                idx = np.flatnonzero(nodes == node)
                 if idx.size:
                     w = sim.region_weights(rid)
                     cands.append((np.ones(idx.size) if w is None else w[idx], np.full(idx.size, rid), idx))
         if not cands:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         w = np.concatenate([c[0] for c in cands])
-        rids = np.concatenate([c[1] for c in cands])
-        idx = np.concatenate([c[2] for c in cands])
-        order = np.lexsort((idx, rids, w))[: -(-nbytes // CHUNK)]  # coldest first
-        by_region: dict[int, list[int]] = {}
-        for k in order.tolist():
-            by_region.setdefault(int(rids[k]), []).append(int(idx[k]))
-            self.demoted.add((int(rids[k]), int(idx[k])))
-        free[node] += CHUNK * len(order)
-        free[target] -= CHUNK * len(order)
-        return [MoveChunks(rid, tuple(chunks), target, -1, self.o.migrate_copy_gbps) for rid, chunks in by_region.items()]
+        rids = np.concatenate([c[1] for c in cands]).astype(np.int64)
+        idx = np.concatenate([c[2] for c in cands]).astype(np.int64)
+        order = np.lexsort((idx, rids, w))
+        return rids[order], idx[order]
