@@ -29,7 +29,8 @@ measurement window) and the random numbers drawn ahead for its arrivals (16 KiB)
 are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs
 fewer of them than its ``sample_interval`` asks. The calling process keeps every variant's first-seed
 series in the result, and an output built from them takes more (``OUTPUT_COPIES``): that is
-checked against the memory limit too. The scheduling domains (every policy is counted
+checked against the memory limit too; the report takes about 2.7 ms of CPU per pod and variant
+(session 31: 2,500 one-thread pods, two variants, 13.7 s), so 3 ms is used. The scheduling domains (every policy is counted
 as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
 session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
@@ -60,6 +61,7 @@ in each tick with a scan).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +86,7 @@ REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
 # (16 M span CPUs): up to 10 us per CPU and level and 1 us per span CPU, so 20 us and 2 us.
 DOMAINS_CPU_S_PER_CPU_LEVEL = 2e-5
 DOMAINS_CPU_S_PER_SPAN = 2e-6
+REPORT_CPU_S_PER_POD = 3e-3  # --report's figures, per pod and variant
 NUMAB_SCAN_CPU_S = 1.5e-4  # a NUMA balancing scan of one process
 TIER_FAULT_CPU_S = 3e-5  # a hinting fault on a slow-tier chunk (promotion, in Python)
 DEMOTE_CPU_S_PER_CHUNK = 2e-7  # the coldest-first walk of a node's chunks before a demotion
@@ -204,6 +207,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         # Pods arriving together share one solve; a staggered group arrives at as many times as replicas.
         solves = sum(p.replicas if p.stagger > 0 else 1 for p in pods)
         arrival_s += n * (n_pods * ARRIVAL_CPU_S + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
+        if "report" in outputs:
+            balancer_s += n_pods * REPORT_CPU_S_PER_POD  # (the report shows each variant's first seed)
         balancer_s += n * _domains_cpu_s(machine)  # built by each run
         balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
@@ -350,6 +355,11 @@ def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: floa
 
     ``what`` names the work estimated, with its verb and ``fewer`` says how to make it smaller (a sweep: fewer points).
     """
+    for flag, limit in (("--max-work", max_work_s), ("--max-memory", max_memory_bytes)):
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                                  or not math.isfinite(limit) or limit <= 0):
+            raise ScenarioError(Problem(flag, f"the limit must be a positive number, or None for no limit; got "
+                                              f"{repr(limit)[:40]}"), source=source)
     if max_work_s is not None and est.cpu_seconds > max_work_s:
         longer = ("use a longer sample_interval (the samples take most of it), "
                   if est.sample_seconds > est.cpu_seconds / 2 else "")

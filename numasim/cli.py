@@ -20,10 +20,10 @@ from rich.text import Text
 
 from .atomic import check_target, write_all
 from .budget import estimate
-from .errors import NumasimError, Problem, ScenarioError
+from .errors import NumasimError
 from .policies.registry import available_policies, broken_policies
 from .analysis.results import RunResult
-from .runner import run
+from .runner import check_seed, run
 from .model.presets import load_preset, machine_preset, preset_names
 from .model.scenario import load
 from .cli_parser import _parser
@@ -95,7 +95,14 @@ def _pods_csv(result: RunResult) -> str:
     pods["scenario_hash"] = prov.get("scenario_hash")
     runs = result.to_frame().drop(columns=["policy"]).add_prefix("run_").rename(columns={"run_label": "label"})
     frame = pods.merge(runs, on="label", how="left", validate="many_to_one")
+    # A text cell that a spreadsheet would run as a formula (=, +, -, @, a tab or a carriage
+    # return first: a label or pod name from the scenario) is written with a quote before it.
+    for col in frame.select_dtypes(include=["object", "string"]).columns:
+        frame[col] = frame[col].map(lambda v: "'" + v if isinstance(v, str) and v[:1] in _FORMULA else v)
     return frame.to_csv(index=False, lineterminator="\n")
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _cmd_run(args, out: Console, err: Console) -> int:
@@ -108,8 +115,7 @@ def _cmd_run(args, out: Console, err: Console) -> int:
         if args.policy:
             args.policy.append(cls.name)
     scenario = load(args.scenario, list(args.set) + extra, machine=_machine_arg(args.machine))
-    if args.seed is not None and not 0 <= args.seed <= 2**63 - 1:
-        raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {args.seed}"))
+    check_seed(args.seed)
     max_work, max_memory = _budget_limits(args)
     # Every output is checked before any simulation, and written with the others or not at all.
     outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report),

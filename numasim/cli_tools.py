@@ -103,7 +103,7 @@ def _span(item: str, flag: str) -> tuple[str, tuple[float, float]]:
     path, sep, span = item.partition("=")
     lo, dots, hi = span.partition("..")
     try:
-        if not sep or not dots or not path.strip():
+        if not sep or not dots or not path.strip() or hi.startswith("."):  # (10...40: not 10.0..0.4)
             raise ValueError
         return path.strip(), (float(lo), float(hi))
     except ValueError:

@@ -6,6 +6,7 @@ prints (house rule 10).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 
@@ -389,6 +390,21 @@ def _latency(result: RunResult, colours: dict[str, str]) -> go.Figure:
     return fig.update_layout(**_LAYOUT, barmode="group", height=420)
 
 
+def _as_plotly_text(result: RunResult) -> RunResult:
+    """The result with its variant labels as plotly text: plotly draws a subset of HTML in names and
+    axis labels (links, styles), so ``&``, ``<`` and ``>`` become entities and a label reads as written.
+    (Pod names are letters, digits, ``_``, ``.`` and ``-`` only.)"""
+    def esc(text: str) -> str:
+        return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+    if all(esc(r.label) == r.label for r in result.runs):
+        return result
+    return dataclasses.replace(result, baseline=esc(result.baseline),
+                               runs=[dataclasses.replace(r, label=esc(r.label)) for r in result.runs],
+                               traces={esc(k): v for k, v in result.traces.items()},
+                               sla={esc(k): v for k, v in result.sla.items()})
+
+
 def figures(result: RunResult) -> dict[str, go.Figure]:
     """The report's figures, in page order.
 
@@ -406,6 +422,7 @@ def figures(result: RunResult) -> dict[str, go.Figure]:
         ``latency`` (a figure annotated with :data:`NO_REQUESTS` when there are
         neither latencies nor SLA data).
     """
+    result = _as_plotly_text(result)
     labels = [r.label for r in result.runs]
     colours = dict(zip(labels, _cycle(qualitative.Plotly, len(labels))))
     return {"summary": _summary(result, colours), "pods": _pods(result, colours), "timeline": _timeline(result),

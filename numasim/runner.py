@@ -12,9 +12,9 @@ from .sim.trace import PodInstance, Trace
 from .errors import Problem, ScenarioError
 from .analysis.metrics import Metrics, combine, summarize
 from .analysis.results import RunResult
-from .model.scenario import Scenario, Variant
+from .model.scenario import MAX_REPLICATIONS, Scenario, Variant
 from .analysis.sla import climb, score
-from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, estimate
+from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, OUTPUT_COPIES, check_budget, estimate
 from .jobs import Job, run_jobs, worker_count
 from .progress import RunProgress
 from .units import parse_duration
@@ -155,12 +155,14 @@ def run(
         What the caller will build from the result ("json", "csv", "report", "trace"): their memory
         is counted with the results kept.
     """
+    if isinstance(policies, str):
+        policies = [policies]
+    check_seed(seed)
+    _check_call(policies, workers, outputs)
     variants = select_variants(scenario, policies)
     scenario, dur_ns = _run_options(scenario, duration, warmup, replications)
     check_budget(estimate(scenario, variants, dur_ns, with_sla, tuple(outputs)), max_work_s, max_memory_bytes,
                  scenario.source)
-    if not 0 <= workers <= MAX_WORKERS:
-        raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {workers}"))
     base_seed = scenario.spec.seed if seed is None else seed
     seeds = [base_seed + k for k in range(scenario.spec.replications)]
     sla_spec = scenario.spec.sla if with_sla else None
@@ -242,11 +244,31 @@ def _duration_ns(value: str | int, flag: str) -> int:
         raise ScenarioError(Problem(flag, str(exc))) from None
 
 
+def check_seed(seed: Any) -> None:
+    """Refuse a seed that is not a whole number from 0 to 2**63-1 (None: the scenario's)."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**63 - 1):
+        raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {repr(seed)[:40]}"))
+
+
+def _check_call(policies: Any, workers: Any, outputs: Any) -> None:
+    """Refuse arguments of run() the command line would not let through (the budget's are check_budget's)."""
+    if policies is not None and (not isinstance(policies, (list, tuple))
+                                 or not all(isinstance(p, str) for p in policies)):
+        raise ScenarioError(Problem("--policy", f"expected a list of variant labels or policy names, got "
+                                                f"{str(policies)[:80]!r}"))
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= MAX_WORKERS:
+        raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {repr(workers)[:40]}"))
+    known = tuple(OUTPUT_COPIES) + ("csv",)
+    if isinstance(outputs, str) or not all(o in known for o in outputs):
+        raise ScenarioError(Problem("outputs", f"expected a tuple of {', '.join(known)}, got {str(outputs)[:80]!r}"))
+
+
 def _run_options(scenario: Scenario, duration, warmup, replications) -> tuple[Scenario, int | None]:
     """The scenario with ``--warmup`` and ``--replications`` applied, and ``--duration`` in ns (None: the scenario's)."""
     if replications is not None:
-        if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= 1000:
-            raise ScenarioError(Problem("--replications", f"must be a whole number from 1 to 1000, got {replications!r}"))
+        if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= MAX_REPLICATIONS:
+            raise ScenarioError(Problem("--replications", f"must be a whole number from 1 to {MAX_REPLICATIONS}, "
+                                                          f"got {replications!r}"))
         scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"replications": replications}))
     if warmup is not None:
         warm_ns = _duration_ns(warmup, "--warmup")

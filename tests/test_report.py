@@ -125,6 +125,20 @@ def test_figures_show_the_results(result):
     assert [list(t.y) for t in links] == [[row[k] for row in run0.timeseries["link_gbps"]] for k in range(len(links))]
 
 
+def test_a_label_with_markup_is_shown_as_written_not_as_a_link(result):
+    # plotly draws a subset of HTML in names and axis labels: a label's '<a href>' must not become a link.
+    label = '<a href="http://x">y</a> & z'
+    marked = dataclasses.replace(result, runs=[dataclasses.replace(result.runs[-1], label=label), *result.runs[:-1]],
+                                 traces={label: result.traces.get(result.runs[-1].label), **result.traces},
+                                 sla={})
+    figs = report.figures(marked)
+    names = {t.name for f in figs.values() for t in f.data if t.name}
+    assert any(n.startswith("&lt;a href=\"http://x\"&gt;y&lt;/a&gt; &amp; z") for n in names)
+    assert not any("<a" in n for n in names)
+    assert list(figs["summary"].data[0].x)[0] == "&lt;a href=\"http://x\"&gt;y&lt;/a&gt; &amp; z"
+    assert report.figures(result)["summary"].data[0].x[0] == result.runs[0].label  # plain labels as they are
+
+
 def test_latency_figure_shows_percentiles_and_the_sla_search(result):
     fig = report.figures(result)["latency"]
     assert [a.text for a in fig.layout.annotations][:3] == [

@@ -62,10 +62,10 @@ BAD = [
     (["runs", 0, "label"], ["x"], "runs[0].label: expected printable text, got a list"),
     (["runs", 0, "replicates"], "x", "runs[0].replicates: expected a list, got a string"),
     (["runs", 0, "replicates"], [{"seed": 1, "throughput": "a"}, {"seed": 2, "throughput": "b"}],
-     "runs[0].replicates[0].throughput: expected a number, got a string"),
+     "runs[0].replicates[0].throughput: expected a number from 0 to 1e18, got a string"),
     (["runs", 0, "replicates", 0, "seed"], _DELETE, "runs[0].replicates[0].seed: expected an integer"),
     (["runs", 0, "throughput"], "fast", "runs[0].throughput: expected a number"),
-    (["runs", 0, "throughput"], None, "runs[0].throughput: expected a number, got null"),
+    (["runs", 0, "throughput"], None, "runs[0].throughput: expected a number from 0 to 1e18, got null"),
     (["runs", 0, "window_s"], 5, "runs[0].window_s: expected a list"),
     (["runs", 0, "events"], [1], "runs[0].events[0]: expected an object"),
     (["runs", 1], 7, "runs[1]: expected an object, got a number"),
@@ -76,7 +76,17 @@ BAD = [
     # numasim writes plain JSON (allow_nan=False): NaN and Infinity are not read back, nor numbers past a float.
     (["runs", 0, "throughput"], float("nan"), "malformed JSON: NaN is not a number numasim writes"),
     (["runs", 0, "memory_gbps"], float("-inf"), "malformed JSON: -Infinity is not a number numasim writes"),
-    (["runs", 0, "migrations"], 10 ** 400, "runs[0].migrations: expected a number, got a number past a float's range"),
+    (["runs", 0, "migrations"], 10 ** 400, "runs[0].migrations: expected a number from 0 to 1e18, got a number past a float's range"),
+    # Figures a run cannot report: below zero, a share above one... or so large their sum overflows.
+    (["runs", 0, "memory_gbps"], -1e308, "runs[0].memory_gbps: expected a number from 0 to 1e18, got -1e+308"),
+    (["runs", 0, "throughput"], 1.7e308, "runs[0].throughput: expected a number from 0 to 1e18, got 1.7e+308"),
+    (["runs", 0, "pods", 0, "throughput"], -5, "runs[0].pods[0].throughput: expected a number from 0 to 1e18, got -5"),
+    (["runs", 0, "replicates", 0, "locality"], -0.5,
+     "runs[0].replicates[0].locality: expected a number from 0 to 1e18, or null, got -0.5"),
+    # No more runs than a scenario has variants, nor replicates than it has seeds.
+    (["runs"], [{}] * 65, "runs: expected at most 64 runs (a scenario's policy variants), got 65"),
+    (["runs", 0, "replicates"], [{"seed": k, "throughput": 1.0} for k in range(1001)],
+     "runs[0].replicates: expected at most 1000 replicates (seeds), got 1,001"),
     # Text a terminal would act on (an ANSI escape, a carriage return) is refused, not echoed.
     (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected printable text, got a string with control characters"),
     (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected printable text, got a string with control"),
@@ -121,10 +131,25 @@ def test_a_file_over_the_cap_is_refused_unread(tmp_path):
         numasim.load_result(big)
 
 
+def test_a_file_of_many_small_values_is_refused_before_parsing(tmp_path, capsys, good, monkeypatch):
+    # Parsed, "{}," takes 64 bytes and "1e0," 32: 256 MiB of either would take gigabytes.
+    import numasim.analysis.results as results
+
+    monkeypatch.setattr(results, "MAX_CONTAINERS", 1000)
+    monkeypatch.setattr(results, "MAX_VALUES", 5000)
+    dicts = _set(good, ["runs", 0, "timeseries", "junk"], [{}] * 1001)
+    rc, err = _compare(tmp_path, capsys, (good, dicts))
+    assert rc == 2 and "holds more than 1,000 JSON objects and lists" in err
+    floats = _set(good, ["runs", 0, "timeseries", "junk"], [1.0] * 5001)
+    rc, err = _compare(tmp_path, capsys, (good, floats))
+    assert rc == 2 and "holds more than 5,000 values" in err
+    assert _compare(tmp_path, capsys, (good, good))[0] == 0
+
+
 def test_the_checks_apply_to_data_too(good):
     with pytest.raises(ValueError, match=r"runs\[0\]\.pods\[0\]: expected an object"):
         numasim.RunResult.from_json(_set(good, ["runs", 0, "pods"], [1]))
-    with pytest.raises(ValueError, match=r"runs\[0\]\.throughput: expected a number, got inf"):
+    with pytest.raises(ValueError, match=r"runs\[0\]\.throughput: expected a number from 0 to 1e18, got inf"):
         numasim.RunResult.from_json(_set(good, ["runs", 0, "throughput"], float("inf")))
     # A policy's reason for rejecting a pod is its own words: kept as written (JSON escapes them), not refused.
     reason = _set(good, ["runs", 0, "pods", 0, "reason"], "no room\r\n\tline two")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.scenario import MAX_REPLICATIONS, MAX_VARIANTS
 from ..sim.trace import Trace
 from .confidence import half_width, mser_truncation
 from .metrics import REPLICATED, Metrics
@@ -25,6 +26,8 @@ __all__ = ["RunResult", "SCHEMA", "MAX_BYTES"]
 
 SCHEMA = "numasim.result/1"
 MAX_BYTES = 256 * 2**20
+MAX_CONTAINERS = 4_000_000  # JSON objects and lists in a results file
+MAX_VALUES = 20_000_000  # and values (commas): at most about 1 GB parsed
 """The largest results file read back (a run of hours sampled every 100 ms, many variants, is tens of MiB)."""
 
 
@@ -252,6 +255,14 @@ def _read_json(path) -> Any:
         text = read_text(path, "a JSON file", MAX_BYTES)
     except ScenarioError as exc:
         raise ValueError("; ".join(p.message for p in exc.problems)) from None
+    # Parsed, a value takes 8-30 times its text (a float 32 bytes for "1e0,", an empty object 64
+    # for "{},"): bound them before parsing, far above what a run writes in MAX_BYTES.
+    if text.count("{") + text.count("[") > MAX_CONTAINERS:
+        raise ValueError(f"holds more than {MAX_CONTAINERS:,} JSON objects and lists; numasim's results hold "
+                         "a few per run and pod")
+    if text.count(",") > MAX_VALUES:
+        raise ValueError(f"holds more than {MAX_VALUES:,} values; numasim's results hold fewer")
+
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not a number numasim writes (its results are plain JSON)")
 
@@ -266,6 +277,8 @@ def _read_json(path) -> Any:
 # What from_json needs of a document, and what the methods of RunResult and compare() read.
 _NUMBER = "a number"
 _NUMBER_OR_NULL = "a number or null"
+_FIGURE = "a number from 0 to 1e18"
+_FIGURE_OR_NULL = "a number from 0 to 1e18, or null"
 _RUN_NUMBERS = ("throughput", "cpu_utilisation", "memory_gbps", "migrations", "cross_node_migrations",
                 "pages_migrated_bytes", "hinting_faults", "numa_task_moves", "kernel_cpu_seconds",
                 "throttled_seconds", "sim_events", "rate_solves")
@@ -298,6 +311,14 @@ def _is_text(v: Any) -> bool:
     return isinstance(v, str) and not any(unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t" for ch in v)
 
 
+MAX_FIGURE = 1e18  # above any figure a run reports (bytes, events, ops/s), below where sums overflow
+
+
+def _is_figure(v: Any) -> bool:
+    """A figure numasim reports: a number from 0 to MAX_FIGURE (throughputs, counts, bytes, shares)."""
+    return _is_number(v) and 0 <= v <= MAX_FIGURE
+
+
 _KINDS = {
     "an object": lambda v: isinstance(v, dict),
     "an object or null": lambda v: v is None or isinstance(v, dict),
@@ -306,6 +327,8 @@ _KINDS = {
     "printable text": _is_text,
     _NUMBER: _is_number,
     _NUMBER_OR_NULL: lambda v: v is None or _is_number(v),
+    _FIGURE: _is_figure,
+    _FIGURE_OR_NULL: lambda v: v is None or _is_figure(v),
 }
 
 
@@ -318,7 +341,8 @@ def _need(obj: dict, key: str, path: str, what: str, optional: bool = False) -> 
         raise _Shape(where, f"missing (expected {what})")
     v = obj[key]
     if not _KINDS[what](v):
-        raise _Shape(where, f"expected {what}, got {_kind(v)}")
+        got = f"{v:g}" if _is_number(v) and what in (_FIGURE, _FIGURE_OR_NULL) else _kind(v)
+        raise _Shape(where, f"expected {what}, got {got}")
     return v
 
 
@@ -348,6 +372,8 @@ def _check_document(data: dict[str, Any]) -> None:
     runs = _need(data, "runs", "", "a list")
     if not runs:
         raise _Shape("runs", "expected at least one run")
+    if len(runs) > MAX_VARIANTS:
+        raise _Shape("runs", f"expected at most {MAX_VARIANTS} runs (a scenario's policy variants), got {len(runs):,}")
     labels: dict[str, int] = {}
     for i, run in enumerate(runs):
         path = f"runs[{i}]"
@@ -360,11 +386,11 @@ def _check_document(data: dict[str, Any]) -> None:
         labels[label] = i
         _need(run, "policy", path, "printable text")
         for key in _RUN_NUMBERS:
-            _need(run, key, path, _NUMBER)
+            _need(run, key, path, _FIGURE)
         for key in _RUN_OPTIONAL_NUMBERS:
-            _need(run, key, path, _NUMBER, optional=True)
+            _need(run, key, path, _FIGURE, optional=True)
         for key in _RUN_NUMBERS_OR_NULL:
-            _need(run, key, path, _NUMBER_OR_NULL)
+            _need(run, key, path, _FIGURE_OR_NULL)
         _check_latency(run, path)
         _need(run, "sla", path, "an object or null", optional=True)
         window = _need(run, "window_s", path, "a list")
@@ -390,16 +416,20 @@ def _check_document(data: dict[str, Any]) -> None:
         for j, seed in enumerate(seeds):
             if not isinstance(seed, int) or isinstance(seed, bool):
                 raise _Shape(f"{path}.seeds[{j}]", f"expected an integer, got {_kind(seed)}")
-        for j, rep in enumerate(_need(run, "replicates", path, "a list", optional=True) or []):
+        reps = _need(run, "replicates", path, "a list", optional=True) or []
+        if len(reps) > MAX_REPLICATIONS or len(seeds) > MAX_REPLICATIONS:
+            raise _Shape(f"{path}.replicates", f"expected at most {MAX_REPLICATIONS} replicates (seeds), got "
+                                               f"{max(len(reps), len(seeds)):,}")
+        for j, rep in enumerate(reps):
             where = f"{path}.replicates[{j}]"
             if not isinstance(rep, dict):
                 raise _Shape(where, f"expected an object, got {_kind(rep)}")
             seed = rep.get("seed")
             if not isinstance(seed, int) or isinstance(seed, bool):
                 raise _Shape(f"{where}.seed", f"expected an integer, got {_kind(seed) if 'seed' in rep else 'nothing'}")
-            _need(rep, "throughput", where, _NUMBER)
+            _need(rep, "throughput", where, _FIGURE)
             for key in REPLICATED:
-                _need(rep, key, where, _NUMBER_OR_NULL, optional=True)
+                _need(rep, key, where, _FIGURE_OR_NULL, optional=True)
         links = _need(run, "links", path, "a list", optional=True) or []
         for j, link in enumerate(links):
             if not isinstance(link, str):
@@ -413,9 +443,9 @@ def _check_document(data: dict[str, Any]) -> None:
             for key in _POD_TEXTS:
                 _need(pod, key, where, "a string")
             for key in _POD_NUMBERS:
-                _need(pod, key, where, _NUMBER)
+                _need(pod, key, where, _FIGURE)
             for key in _POD_NUMBERS_OR_NULL:
-                _need(pod, key, where, _NUMBER_OR_NULL)
+                _need(pod, key, where, _FIGURE_OR_NULL)
             _need(pod, "throughput_ci", where, _NUMBER_OR_NULL, optional=True)
             _check_latency(pod, where)
             _numbers(_need(pod, "memory_per_node_bytes", where, "a list"), f"{where}.memory_per_node_bytes")

@@ -103,7 +103,7 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: tu
     seen: set[str] = set()
     last_union = False
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not _is_tag(p))
+        loc = tuple(p for p in err["loc"] if not _is_tag(p)) or tuple(err["loc"])
         path = fmt_path(prefix + loc)
         kind = err["type"]
         inp = err.get("input")

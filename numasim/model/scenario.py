@@ -40,8 +40,12 @@ __all__ = [
     "policy_defaults",
     "machine_preset",
     "SlaSpec",
+    "MAX_VARIANTS",
+    "MAX_REPLICATIONS",
 ]
 
+MAX_VARIANTS = 64  # policy variants of a scenario (numasim sweep runs more points)
+MAX_REPLICATIONS = 1000  # seeds per variant
 
 # ------------------------------------------------------------------- specs
 class VariantSpec(Spec):
@@ -112,7 +116,7 @@ class ScenarioSpec(Spec):
         default_factory=dict, description="workload profiles by name: {base: PRESET, field: value, ...} or a full profile"
     )
     pods: list[PodSpec] = Field(min_length=1, description="the pods (see Pod)")
-    policies: list[VariantSpec] = Field(min_length=1, max_length=64, description="the policy variants to compare, at most 64 (see Policy variant; numasim sweep runs more points)")
+    policies: list[VariantSpec] = Field(min_length=1, max_length=MAX_VARIANTS, description="the policy variants to compare, at most 64 (see Policy variant; numasim sweep runs more points)")
     baseline: str | None = Field(default=None, description="label of the variant others are relative to (default: the first)")
     duration: Duration = Field(default=parse_duration("60s"), gt=0, description="simulated time")
     warmup: Duration = Field(default=parse_duration("20s"), ge=0, description="start of the measurement window")
@@ -126,7 +130,7 @@ class ScenarioSpec(Spec):
     seed: int = Field(default=1, ge=0, le=2**63 - 1, description="random seed")
     sla: SlaSpec | None = Field(default=None, description="the SLA search over injection rates (see SLA); none: no search")
     replications: int = Field(
-        default=1, ge=1, le=1000,
+        default=1, ge=1, le=MAX_REPLICATIONS,
         description="runs per variant, with seeds seed, seed+1, ...; results are their means, relative throughput pairs equal seeds",
     )
     sweep: SweepSpec | None = Field(default=None, description="the points numasim sweep runs (see Sweep); numasim run ignores it")
@@ -201,7 +205,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     that its fields can be overridden.
     """
     data = copy.deepcopy(data)
+    if isinstance(overrides, str):  # one PATH=VALUE, not its letters
+        overrides = [overrides]
     for item in overrides:
+        if not isinstance(item, str):
+            raise ScenarioError(Problem("", f"an override is a string PATH=VALUE, got {repr(item)[:60]}"), source="--set")
         if "=" not in item:
             raise ScenarioError(Problem("", f"override {item!r} must be PATH=VALUE, e.g. machine.smt=true"), source="--set")
         path, _, raw = item.partition("=")
@@ -214,9 +222,15 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
 
 def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
     """Set the field at dotted ``path`` of scenario data to ``value`` (in place)."""
-    parts = [p for p in path.strip().split(".") if p]
-    if not parts:
+    parts = path.strip().split(".")
+    if not any(parts):
         raise ScenarioError(Problem("", f"override {path!r} has an empty path"), source=source)
+    if not all(parts):
+        raise ScenarioError(Problem("", f"override path {path[:80]!r} has an empty field name (two dots in a row, "
+                                        "or a dot at an end)"), source=source)
+    if any("[" in p or "]" in p for p in parts):
+        raise ScenarioError(Problem("", f"override path {path[:80]!r}: a list's items are numbered after a dot "
+                                        "(policies.0.label), not in brackets"), source=source)
     if len(parts) > MAX_DEPTH:
         raise ScenarioError(Problem("", f"override path {path[:60]!r}... is more than {MAX_DEPTH} fields deep"),
                             source=source)
@@ -387,7 +401,8 @@ def _variant_scenario(data: dict, i: int, v: VariantSpec, source: str, problems:
         try:
             set_path(sub, path, value, source)
         except ScenarioError as exc:
-            problems.extend(Problem(f"policies[{i}].set.{p.path}", p.message) for p in exc.problems)
+            problems.extend(Problem(f"policies[{i}].set.{p.path}" if p.path else f"policies[{i}].set", p.message)
+                            for p in exc.problems)
             return None
     try:
         return from_dict(sub, source=source, _machines=machines)
