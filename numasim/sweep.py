@@ -33,19 +33,17 @@ import os
 import sys
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 from .atomic import NAME_MAX, PATH_MAX, check_target
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, combine, estimate
 from .errors import NumasimError, Problem, ScenarioError
+from .sweep_dask import check_scheduler
 
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
 
 MAX_POINTS = 100_000
-PROBE_S = 10.0  # how long a --scheduler may take to send its greeting
-MAX_GREETING_BYTES = 2**20  # a scheduler's handshake is a few hundred bytes
 
 
 def _values_label(v: Any) -> Any:
@@ -283,7 +281,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         base = apply_overrides(base, list(sets))
     spec = from_dict(base, source=source).spec  # the base scenario itself must be valid
     if scheduler:
-        _check_scheduler(scheduler)
+        check_scheduler(scheduler)
     out_path = Path(out) if out is not None else None
     parts = None
     if out_path is not None:  # checked before any point is validated or run
@@ -332,9 +330,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     total = len(jobs)
     report = _Progress(total, len(results), quiet)
     if todo:
-        with contextlib.nullcontext() if scheduler else _local_workers():
-            _execute(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point,
-                     total)
+        _run_points(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total)
     report.close()
     frames = [pd.DataFrame(results[k]) if not isinstance(results[k], pd.DataFrame) else results[k]
               for _, _, k in jobs if k in results]
@@ -372,139 +368,39 @@ def _check_parts(out: Path) -> Path:
     return parts
 
 
-def _check_scheduler(address: str) -> None:
-    """Refuse a --scheduler that is not a dask.distributed address, before anything runs."""
-    from distributed.comm.addressing import get_address_host_port, parse_address
+def _run_points(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total):
+    """Run the points still to do on dask (:mod:`numasim.sweep_dask`), keeping each one's rows as it finishes."""
+    from .sweep_dask import execute, local_workers
 
-    try:
-        if parse_address(address)[0] != "inproc":  # in-process: no host and port
-            port = get_address_host_port(address)[1]
-            if not 0 < port < 65536:
-                raise ValueError(f"port {port} is not 1-65535")
-    except ValueError as exc:
-        raise NumasimError(f"--scheduler {address[:200]}: not a scheduler address ({str(exc)[:200]}); "
-                           "expected HOST:PORT or SCHEME://HOST:PORT, e.g. tcp://10.0.0.5:8786") from None
+    points = {key: point for point, _, key in todo}
+    where = str(parts.resolve()) if parts is not None else None
 
-
-def _probe_scheduler(address: str) -> None:
-    """Refuse a TCP address where no dask scheduler listens, before dask's client reads from it.
-
-    A scheduler greets first: on a new connection it writes its handshake, a message whose first
-    8 bytes give its size (distributed/comm/tcp.py), a few hundred bytes. Another service sends
-    nothing (an HTTP server waits for a request: dask's client would wait out its timeout) or
-    bytes that read as an absurd size (dask's client would try to allocate it)."""
-    import socket
-    import struct
-
-    from distributed.comm.addressing import get_address_host_port, parse_address
-
-    if parse_address(address)[0] != "tcp":  # tls, ucx, inproc: dask's own checks
-        return
-    host, port = get_address_host_port(address)
-    where, wait_s = f"--scheduler {address[:200]}", PROBE_S
-    try:
-        sock = socket.create_connection((host, port), timeout=wait_s)
-    except socket.timeout:
-        raise NumasimError(f"{where}: cannot connect (no answer within {wait_s:g} s)") from None
-    except OSError as exc:
-        raise NumasimError(f"{where}: cannot connect ({str(exc)[:200]})") from None
-    try:
-        with sock:
-            head = b""
-            while len(head) < 8:
-                got = sock.recv(8 - len(head))
-                if not got:
-                    break
-                head += got
-    except socket.timeout:
-        raise NumasimError(f"{where}: connected, but nothing came within {wait_s:g} s; a dask scheduler greets "
-                           "first (is it another service?)") from None
-    except OSError as exc:
-        raise NumasimError(f"{where}: the connection failed as it was read ({str(exc)[:200]})") from None
-    size = struct.unpack("Q", head)[0] if len(head) == 8 else None
-    if size is None or not 0 < size <= MAX_GREETING_BYTES:
-        raise NumasimError(f"{where}: not a dask scheduler: its first bytes {head[:8]!r} are not the size of a "
-                           "dask message (is it another service?)")
-
-
-def _execute(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total):
-    from distributed import Client, LocalCluster, as_completed
-
-    from .jobs import worker_count
-
-    cluster = None
-    if scheduler:
-        _probe_scheduler(scheduler)
-        try:
-            client = Client(scheduler, timeout="20s")
-        except (OSError, ValueError, TypeError) as exc:
-            raise NumasimError(f"--scheduler {scheduler[:200]}: cannot connect ({str(exc)[:200]})") from None
-    else:
-        if parts is not None:
-            import pyarrow.parquet  # noqa: F401  (before the workers fork: they write Parquet)
-        n = max(1, min(worker_count(workers), len(todo)))
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=50)
-        client = Client(cluster)
-    try:
+    def connected() -> None:
         if parts is not None:
             parts.mkdir(exist_ok=True)  # once connected: a sweep that cannot start leaves nothing behind
-        where = str(parts.resolve()) if parts is not None else None
-        futures = {client.submit(_run_point, data, source, point, key, policies, seed, where,
-                                 key=f"numasim-point-{key}", pure=False, retries=2): (point, key)
-                   for point, data, key in todo}
-        for fut in as_completed(futures):
-            point, key = futures[fut]
-            try:
-                rows = fut.result()
-            except Exception as exc:  # a point that fails is reported; the others go on
-                label = ", ".join(f"{p}={v}" for p, v in point.items())
-                failures.append(f"{label}: {exc}")
-                report.point(failed=True)
-            else:
-                results[key] = rows
-                if parts is not None and not (parts / f"{key}.parquet").exists():
-                    _write_part(parts, key, rows)  # the worker could not: it does not see this filesystem
-                report.point(failed=False)
-            if on_point is not None:
-                on_point(key, len(results), len(failures), total)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
+    def finished(key: str, exc: Exception | None, rows: Any) -> None:
+        if exc is not None:
+            failures.append(", ".join(f"{p}={v}" for p, v in points[key].items()) + f": {exc}")
+        else:
+            results[key] = rows
+            if parts is not None and not (parts / f"{key}.parquet").exists():
+                _write_part(parts, key, rows)  # the worker could not: it does not see this filesystem
+        report.point(failed=exc is not None)
+        if on_point is not None:
+            on_point(key, len(results), len(failures), total)
 
-@contextlib.contextmanager
-def _local_workers():
-    """The dask settings of a sweep's own LocalCluster, for the workers started (or restarted) in this block.
-
-    - No statistical profiler: it samples a worker's stack every 10 ms, 5-10 % of a
-      point's time, for a dashboard that a sweep does not start.
-    - On Linux, workers forked, not spawned. A spawned worker is a new interpreter that
-      imports distributed and numasim (about 1 s on 2 cores, then 0.3 s more for pandas
-      at its first point); a forked one runs within 0.1 s with all that this process
-      has imported. The nanny forks from the cluster's event-loop thread while this
-      thread waits for it; Python 3.12+ warns about a fork in a process with threads,
-      and that warning is silenced here. On macOS and Windows (fork unsafe or missing)
-      workers are spawned.
-    """
-    import dask
-    import distributed  # noqa: F401  (its config defaults first: leaving the block restores what was there before)
-
-    settings: dict[str, Any] = {"distributed.worker.profile.enabled": False}
-    if sys.platform.startswith("linux"):
-        settings["distributed.worker.multiprocessing-method"] = "fork"
-    with dask.config.set(settings), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"This process .* is multi-threaded, use of fork", DeprecationWarning)
-        yield
+    if parts is not None and not scheduler:
+        import pyarrow.parquet  # noqa: F401  (before the workers fork: they write Parquet)
+    calls = {key: (_run_point, (data, source, point, key, policies, seed, where)) for point, data, key in todo}
+    with contextlib.nullcontext() if scheduler else local_workers():
+        execute(calls, scheduler, workers, connected, finished)
 
 
 class _Progress:
     """Points done, failed and the ETA: a live bar on a terminal, a line per point otherwise."""
 
     def __init__(self, total: int, done: int, quiet: bool):
-        import sys
-
         self.total, self.done, self.failed, self.quiet = total, done, 0, quiet
         self.t0 = time.perf_counter()
         self.start_done = done
@@ -518,8 +414,6 @@ class _Progress:
             self.bar.start()
 
     def point(self, failed: bool) -> None:
-        import sys
-
         self.done += 0 if failed else 1
         self.failed += 1 if failed else 0
         if self.quiet:

@@ -191,11 +191,11 @@ def test_local_workers_are_forked_on_linux_and_the_config_is_restored():
 
     import dask
 
-    from numasim.sweep import _local_workers
+    from numasim.sweep_dask import local_workers
 
     method = "distributed.worker.multiprocessing-method"
     before = dask.config.get(method), dask.config.get("distributed.worker.profile.enabled")
-    with _local_workers():
+    with local_workers():
         assert dask.config.get(method) == ("fork" if sys.platform.startswith("linux") else before[0])
         assert dask.config.get("distributed.worker.profile.enabled") is False
     assert (dask.config.get(method), dask.config.get("distributed.worker.profile.enabled")) == before
@@ -241,7 +241,7 @@ def test_a_scheduler_address_where_another_service_listens_is_refused(tmp_path, 
 
     import yaml
 
-    monkeypatch.setattr(sys.modules["numasim.sweep"], "PROBE_S", 0.5)
+    monkeypatch.setattr(sys.modules["numasim.sweep_dask"], "PROBE_S", 0.5)
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     conns = []
