@@ -96,7 +96,7 @@ def _pods_csv(result: RunResult) -> str:
     runs = result.to_frame().drop(columns=["policy"]).add_prefix("run_").rename(columns={"run_label": "label"})
     frame = pods.merge(runs, on="label", how="left", validate="many_to_one")
     # A text cell that a spreadsheet would run as a formula (=, +, -, @, a tab or a carriage
-    # return first: a label or pod name from the scenario) is written with a quote before it.
+    # return first: a variant's label can be) is written with a quote before it.
     for col in frame.select_dtypes(include=["object", "string"]).columns:
         frame[col] = frame[col].map(lambda v: "'" + v if isinstance(v, str) and v[:1] in _FORMULA else v)
     return frame.to_csv(index=False, lineterminator="\n")

@@ -259,7 +259,7 @@ def _check_call(policies: Any, workers: Any, outputs: Any) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= MAX_WORKERS:
         raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {repr(workers)[:40]}"))
     known = tuple(OUTPUT_COPIES) + ("csv",)
-    if isinstance(outputs, str) or not all(o in known for o in outputs):
+    if not isinstance(outputs, (list, tuple)) or not all(o in known for o in outputs):
         raise ScenarioError(Problem("outputs", f"expected a tuple of {', '.join(known)}, got {str(outputs)[:80]!r}"))
 
 

@@ -26,9 +26,9 @@ __all__ = ["RunResult", "SCHEMA", "MAX_BYTES"]
 
 SCHEMA = "numasim.result/1"
 MAX_BYTES = 256 * 2**20
+"""The largest results file read back (a run of hours sampled every 100 ms, many variants, is tens of MiB)."""
 MAX_CONTAINERS = 4_000_000  # JSON objects and lists in a results file
 MAX_VALUES = 20_000_000  # and values (commas): at most about 1 GB parsed
-"""The largest results file read back (a run of hours sampled every 100 ms, many variants, is tens of MiB)."""
 
 
 @dataclass
