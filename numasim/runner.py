@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, Callable
 
 import numpy as np
@@ -157,8 +158,9 @@ def run(
     """
     if isinstance(policies, str):
         policies = [policies]
-    check_seed(seed)
+    seed = check_seed(seed)
     _check_call(policies, workers, outputs)
+    workers = int(workers)
     variants = select_variants(scenario, policies)
     scenario, dur_ns = _run_options(scenario, duration, warmup, replications)
     check_budget(estimate(scenario, variants, dur_ns, with_sla, tuple(outputs)), max_work_s, max_memory_bytes,
@@ -244,10 +246,12 @@ def _duration_ns(value: str | int, flag: str) -> int:
         raise ScenarioError(Problem(flag, str(exc))) from None
 
 
-def check_seed(seed: Any) -> None:
-    """Refuse a seed that is not a whole number from 0 to 2**63-1 (None: the scenario's)."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**63 - 1):
+def check_seed(seed: Any) -> int | None:
+    """The seed as an int (None: the scenario's); refused unless a whole number from 0 to 2**63-1."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                             or not 0 <= seed <= 2**63 - 1):
         raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {repr(seed)[:40]}"))
+    return None if seed is None else int(seed)
 
 
 def _check_call(policies: Any, workers: Any, outputs: Any) -> None:
@@ -256,7 +260,7 @@ def _check_call(policies: Any, workers: Any, outputs: Any) -> None:
                                  or not all(isinstance(p, str) for p in policies)):
         raise ScenarioError(Problem("--policy", f"expected a list of variant labels or policy names, got "
                                                 f"{str(policies)[:80]!r}"))
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= MAX_WORKERS:
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 0 <= workers <= MAX_WORKERS:
         raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {repr(workers)[:40]}"))
     known = tuple(OUTPUT_COPIES) + ("csv",)
     if not isinstance(outputs, (list, tuple)) or not all(o in known for o in outputs):

@@ -44,6 +44,7 @@ from .sweep_dask import check_scheduler
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
 
 MAX_POINTS = 100_000
+CHECK_NOTICE_POINTS = 1_000  # from this many points a sweep says it is checking them (seconds)
 
 
 def _values_label(v: Any) -> Any:
@@ -267,8 +268,11 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
 
     from .model.scenario import apply_overrides, from_dict
     from .model.yamlfile import read_yaml
-    from .runner import select_variants
+    from .runner import check_seed, select_variants
 
+    if isinstance(policies, str):  # one label, not its letters
+        policies = [policies]
+    seed = check_seed(seed)  # (a bad one would fail every point once the cluster is up)
     if isinstance(scenario, (str, os.PathLike)):
         source = str(scenario)
         base = read_yaml(Path(scenario))
@@ -309,6 +313,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     if out_path is not None and parts is not None:
         done = _read_done(out_path, parts, seen)
     n_todo = sum(k not in done for _, _, k, _ in jobs)
+    if not quiet and len(jobs) >= CHECK_NOTICE_POINTS:  # up to a few ms a point: say why nothing shows yet
+        print(f"sweep: checking and costing {len(jobs):,} points before any runs", file=sys.stderr, flush=True)
     costs = []  # each point's estimate (not its Scenario: a sweep may have 100,000 points)
     work = memory = 0.0
     for _, data, key, where in jobs:

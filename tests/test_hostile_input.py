@@ -856,8 +856,8 @@ def test_a_measurements_csv_with_a_field_over_the_csv_limit_is_a_clear_error(tmp
     ({"seed": True}, "--seed: must be between 0 and 2**63-1, got True"),
     ({"workers": "2"}, "--workers: must be 0 (one per CPU) to 512, got '2'"),
     ({"policies": [None]}, "--policy: expected a list of variant labels or policy names"),
-    ({"max_work_s": float("nan")}, "--max-work: the limit must be a positive number, or None for no limit; got nan"),
-    ({"max_memory_bytes": -1}, "--max-memory: the limit must be a positive number, or None for no limit; got -1"),
+    ({"max_work_s": float("nan")}, "--max-work: the limit must be a positive number, or None (or inf) for no limit; got nan"),
+    ({"max_memory_bytes": -1}, "--max-memory: the limit must be a positive number, or None (or inf) for no limit; got -1"),
     ({"outputs": "json"}, "outputs: expected a tuple of"),
     ({"outputs": ("bogus",)}, "outputs: expected a tuple of"),
 ])
@@ -887,3 +887,20 @@ def test_an_override_path_is_taken_as_written(override, words):
     with pytest.raises(ScenarioError) as exc:
         from_dict(BASE, overrides=[override])
     assert words in str(exc.value)
+
+
+def test_a_key_with_brackets_is_a_key_where_there_is_one():
+    # A workload may be named 'w[2]': its path is taken as written, not as a list item.
+    data = {**copy.deepcopy(BASE), "workloads": {"w[2]": {"base": "java-transactions"}}}
+    data["pods"][0]["profile"] = "w[2]"
+    s = from_dict(data, overrides=["workloads.w[2].touch_gbps=3"])
+    assert s.profiles_of(s.variants[0])["w[2]"].touch_gbps == 3.0
+
+
+def test_numpy_integers_and_an_infinite_limit_are_taken():
+    import numpy as np
+
+    s = from_dict({**copy.deepcopy(BASE), "duration": "1500ms"})
+    r = numasim.run(s, policies="cfs", seed=np.int64(3), workers=np.int64(1), quiet=True, with_sla=False,
+                    max_memory_bytes=float("inf"))
+    assert r.run("cfs").seeds == [3] and r.scenario["seed"] == 3

@@ -376,3 +376,27 @@ def test_a_parts_folder_that_is_a_symbolic_link_is_refused(tmp_path):
     with pytest.raises(numasim.NumasimError, match="s.parquet.parts is a symbolic link"):
         numasim.sweep(_scenario(), grid={"pods.0.replicas": [1]}, out=tmp_path / "s.parquet", quiet=True)
     assert list(elsewhere.iterdir()) == [] and not (tmp_path / "s.parquet").exists()
+
+
+def test_a_large_sweep_says_it_is_checking_its_points(capsys):
+    # Checking and costing take up to a few ms a point: from 1,000 points a sweep says so first.
+    import importlib
+
+    sweep = importlib.import_module("numasim.sweep")
+    grid = {"seed": list(range(1000))}
+    with pytest.raises(numasim.NumasimError, match="--max-work"):
+        sweep.sweep(_scenario(), grid=grid, max_work_s=1e-9)  # refused at the first point costed
+    assert "sweep: checking and costing 1,000 points before any runs" in capsys.readouterr().err
+    with pytest.raises(numasim.NumasimError, match="--max-work"):
+        sweep.sweep(_scenario(), grid={"seed": list(range(999))}, max_work_s=1e-9)
+    assert "checking and costing" not in capsys.readouterr().err
+
+
+def test_a_sweep_checks_the_seed_and_takes_one_policy_name_whole():
+    import importlib
+
+    sweep = importlib.import_module("numasim.sweep")
+    with pytest.raises(numasim.NumasimError, match=r"--seed: must be between 0 and 2\*\*63-1, got -1"):
+        sweep.sweep(_scenario(), grid={"seed": [1, 2]}, seed=-1)  # before any cluster starts
+    with pytest.raises(numasim.NumasimError, match="--max-work"):  # 'numactl' is a label, not seven letters
+        sweep.sweep(_scenario(), grid={"seed": [1, 2]}, policies="numactl", max_work_s=1e-9)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -220,6 +221,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     return data
 
 
+_BRACKETED = re.compile(r"[^\[\]]+\[[0-9]+\]")  # policies[0]: a list item written as in messages
+
+
 def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
     """Set the field at dotted ``path`` of scenario data to ``value`` (in place)."""
     parts = path.strip().split(".")
@@ -228,9 +232,6 @@ def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
     if not all(parts):
         raise ScenarioError(Problem("", f"override path {path[:80]!r} has an empty field name (two dots in a row, "
                                         "or a dot at an end)"), source=source)
-    if any("[" in p or "]" in p for p in parts):
-        raise ScenarioError(Problem("", f"override path {path[:80]!r}: a list's items are numbered after a dot "
-                                        "(policies.0.label), not in brackets"), source=source)
     if len(parts) > MAX_DEPTH:
         raise ScenarioError(Problem("", f"override path {path[:60]!r}... is more than {MAX_DEPTH} fields deep"),
                             source=source)
@@ -254,6 +255,9 @@ def set_path(data: dict[str, Any], path: str, value: Any, source: str) -> None:
             else:
                 node = node[int(part)]
         elif isinstance(node, dict):
+            if part not in node and _BRACKETED.fullmatch(part):  # (a workload may be named 'w[2]': only if none is)
+                raise ScenarioError(Problem("", f"override path {path[:80]!r}: a list's items are numbered after a "
+                                                "dot (policies.0.label), not in brackets"), source=source)
             if last:
                 node[part] = value
             else:
