@@ -904,3 +904,10 @@ def test_numpy_integers_and_an_infinite_limit_are_taken():
     r = numasim.run(s, policies="cfs", seed=np.int64(3), workers=np.int64(1), quiet=True, with_sla=False,
                     max_memory_bytes=float("inf"))
     assert r.run("cfs").seeds == [3] and r.scenario["seed"] == 3
+
+
+def test_an_unknown_key_with_brackets_is_named_as_written():
+    data = copy.deepcopy(BASE)
+    data["pods"][0]["x[0]"] = 1
+    with pytest.raises(ScenarioError, match=r"pods\[0\]\.x\[0\]: unknown key 'x\[0\]'; allowed keys: name"):
+        from_dict(data)

@@ -400,3 +400,18 @@ def test_a_sweep_checks_the_seed_and_takes_one_policy_name_whole():
         sweep.sweep(_scenario(), grid={"seed": [1, 2]}, seed=-1)  # before any cluster starts
     with pytest.raises(numasim.NumasimError, match="--max-work"):  # 'numactl' is a label, not seven letters
         sweep.sweep(_scenario(), grid={"seed": [1, 2]}, policies="numactl", max_work_s=1e-9)
+
+
+def test_points_that_share_a_machine_share_its_build():
+    # A sweep checks every point: its points mostly have one machine, built once (the few built last are kept).
+    from numasim.model import scenario as sc
+
+    a = numasim.from_dict(_scenario())
+    b = numasim.from_dict({**_scenario(), "seed": 7})
+    assert a.machine is b.machine
+    other = numasim.from_dict({**_scenario(), "machine": {"preset": "skylake-8180", "smt": False}})
+    assert other.machine is not a.machine and other.machine.n_cpus != a.machine.n_cpus
+    for k in range(sc.RECENT_MACHINES):  # the least recently used go first
+        numasim.from_dict({**_scenario(), "machine": {"preset": "skylake-8180", "cores_per_node": 2 + k}})
+    assert numasim.from_dict(_scenario()).machine is not a.machine
+    assert all(m.n_cpus <= sc.RECENT_MAX_CPUS for m in sc._RECENT.values())

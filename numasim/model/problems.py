@@ -104,6 +104,8 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: tu
     last_union = False
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not _is_tag(p)) or tuple(err["loc"])
+        if err["type"] == "extra_forbidden" and err["loc"]:  # the last is the unknown key itself, even 'x[0]'
+            loc = tuple(p for p in err["loc"][:-1] if not _is_tag(p)) + (err["loc"][-1],)
         path = fmt_path(prefix + loc)
         kind = err["type"]
         inp = err.get("input")
