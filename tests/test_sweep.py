@@ -190,6 +190,7 @@ def test_local_workers_are_forked_on_linux_and_the_config_is_restored():
     import sys
 
     import dask
+    import distributed  # noqa: F401  (its config defaults: read below before the block, as after it)
 
     from numasim.sweep_dask import local_workers
 
