@@ -24,6 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 import numasim
 import numasim.cli
 from numasim import report
+from numasim.analysis.timeline import pod_cpu_time
 
 from .conftest import run_small, small_scenario
 
@@ -202,7 +203,7 @@ def test_timeline_shows_which_pod_ran_on_each_cpu(result):
 
 def test_timeline_accounts_for_all_cpu_time(result):
     for trace in result.traces.values():
-        edges, time_ns = report._pod_cpu_time(trace)
+        edges, time_ns = pod_cpu_time(trace)
         np.testing.assert_array_equal(edges, trace.sample_times)
         per_column = np.diff(trace.samples["cpu"], axis=0).sum(axis=1)
         np.testing.assert_allclose(time_ns.sum(axis=(1, 2)), per_column, rtol=1e-9)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numasim
-from numasim.report import _pod_cpu_time
+from numasim.analysis.timeline import pod_cpu_time
 from numasim.runner import _simulate
 from numasim.sim.sampling import MIN_SAMPLES, n_samples, sample_every, sample_times
 
@@ -92,7 +92,7 @@ def test_a_full_move_log_stops_and_the_timeline_takes_the_samples():
     assert sim._place_cap <= len(trace.placements) * 3 <= sim._place_cap + 3 * 64 < len(trace_full.placements) * 3
     assert trace.placements_until_ns < trace.duration_ns and trace_full.placements_until_ns is None
     # The timeline still accounts for every pod's CPU time (the samples' CPUs after the log stopped).
-    edges, time_ns = _pod_cpu_time(trace)
+    edges, time_ns = pod_cpu_time(trace)
     cpu = trace.samples["cpu"]
     idx = np.searchsorted(trace.sample_times, edges.astype(np.int64))
     per_pod = np.zeros(len(trace.pods))

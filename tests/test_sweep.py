@@ -405,7 +405,7 @@ def test_a_sweep_checks_the_seed_and_takes_one_policy_name_whole():
 
 def test_points_that_share_a_machine_share_its_build():
     # A sweep checks every point: its points mostly have one machine, built once (the few built last are kept).
-    from numasim.model import scenario as sc
+    from numasim.model import machine as sc
 
     a = numasim.from_dict(_scenario())
     b = numasim.from_dict({**_scenario(), "seed": 7})

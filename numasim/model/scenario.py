@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,7 +23,7 @@ from ..errors import Problem, ScenarioError
 from ..policies.api import Policy, PolicyOptions
 from ..policies.registry import get_policy
 from ..units import parse_duration
-from .machine import MAX_CPUS, Machine, MachineSpec
+from .machine import MAX_CPUS, Machine, MachineSpec, shared_machine
 from .yamlfile import MAX_DEPTH
 from .problems import fmt_path, validation_problems
 from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
@@ -451,33 +450,12 @@ def _resolve_machine(value: str | dict[str, Any], problems: list[Problem],
                                            "machine, or numasim sweep over the field"))
         return None
     try:
-        built[key] = _build(spec, key)
+        built[key] = shared_machine(spec, key)
         return built[key]
     except RuntimeError as exc:  # scipy's curve_fit gives up on a curve of the wrong shape
         problems.append(Problem("machine.loaded_latency", f"cannot fit a loaded-latency curve to these points ({exc}); "
                                 "give [GB/s, ns] points whose latency rises with bandwidth"))
         return None
-
-
-_RECENT: "OrderedDict[str, Machine]" = OrderedDict()  # the machines built last, by spec (read-only: shareable)
-RECENT_MACHINES = 8
-RECENT_MAX_CPUS = 4096  # larger machines are not kept once their scenario is done with them
-
-
-def _build(spec: MachineSpec, key: str) -> Machine:
-    """The machine of ``spec`` (``key``: its JSON), from the few built last if it is one of them: the
-    points of a sweep, and a scenario loaded again, mostly share one machine (1.8 ms of the 3.6 ms it
-    takes to check a small point, session 31)."""
-    machine = _RECENT.get(key)
-    if machine is not None:
-        _RECENT.move_to_end(key)
-        return machine
-    machine = Machine.from_spec(spec)
-    if spec.n_cpus <= RECENT_MAX_CPUS:
-        _RECENT[key] = machine
-        if len(_RECENT) > RECENT_MACHINES:
-            _RECENT.popitem(last=False)
-    return machine
 
 
 def _resolve_profiles(spec: ScenarioSpec, problems: list[Problem]) -> dict[str, WorkloadProfile]:
