@@ -335,7 +335,7 @@ def test_who_faults_is_the_owner_or_numpys_choice_with_the_same_draws():
     order of its first one."""
     from hypothesis import given, settings, strategies as st
 
-    from numasim.policies.numab_faults import who_faults
+    from numasim.policies.numab_faults import pick_faulters, who_faults
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(st.floats(0.0, 1e6), min_size=1, max_size=12).filter(lambda w: sum(w) > 0),
@@ -352,6 +352,12 @@ def test_who_faults_is_the_owner_or_numpys_choice_with_the_same_draws():
         u = a.random(int(shared.sum()))
         c_tid, counts, order = np.empty(c_owner.size, dtype=np.int64), np.zeros(12, dtype=np.int64), np.zeros(12, dtype=np.int64)
         m = who_faults(c_owner, np.array(alive), tids, cdf, u, c_tid, counts, order)
+        # The scan's compiled form makes the cumulative weights itself: the same numbers, the same choice.
+        mine, dst = np.zeros(len(weights)), np.zeros(c_owner.size, dtype=np.int64)
+        c_tid2, counts2, order2 = np.empty_like(c_tid), np.zeros(12, dtype=np.int64), np.zeros(12, dtype=np.int64)
+        assert pick_faulters(c_owner, np.array(alive), tids, w, float(w.sum()), u, mine, c_tid2, counts2, order2, dst) == m
+        assert (not u.size or mine.tolist() == cdf.tolist()) and (dst == -1).all()  # (made only for draws)
+        assert c_tid2.tolist() == c_tid.tolist() and order2.tolist() == order.tolist() and counts2.tolist() == counts.tolist()
         want = np.where((c_owner >= 0) & np.array(alive)[np.maximum(c_owner, 0)], c_owner, -1)
         want[shared] = tids[b.choice(len(w), size=int(shared.sum()), p=w / w.sum())]
         assert np.array_equal(c_tid, want)

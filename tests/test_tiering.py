@@ -192,7 +192,7 @@ def test_a_tiering_scan_skips_top_tier_windows_up_to_its_virtual_budget(dram_win
     nb = object.__new__(NumaBalancing)
     nb._slow = np.array([False, False, True])
     view = _Chunks([0] * (dram_windows * window) + [2] * 3 + [0] * 5)
-    mm = _Mm(next_scan=0)
+    mm = _Mm()
     for scan in range(1, scans + 1):
         marked = nb._next_slow(mm, 0, view, window)
         assert (marked is None) == (scan < scans), scan
@@ -209,12 +209,12 @@ def test_a_tiering_scan_stops_at_the_end_of_the_process_memory():
     nb = object.__new__(NumaBalancing)
     nb._slow = np.array([False, False, True])
     view = _Chunks([2] + [0] * 10)  # 3 windows of 4: the slow chunk first, DRAM after it
-    mm = _Mm(next_scan=0, pos=4)
+    mm = _Mm(pos=4)
     assert nb._next_slow(mm, 0, view, 4) is None  # two DRAM windows, then the end
     assert (mm.pos, mm.seq) == (0, 1)
     rid, idx, nid = nb._next_slow(mm, 0, view, 4)
     assert idx.tolist() == [0] and nid.tolist() == [2] and mm.seq == 1
-    small = _Mm(next_scan=0)
+    small = _Mm()
     assert nb._next_slow(small, 0, _Chunks([0, 0]), 4) is None  # smaller than a window: one pass, not eight
     assert small.seq == 1
 

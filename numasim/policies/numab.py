@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .api import CHUNK, Charge, Decision, MoveChunks
-from .numab_faults import (ACTIVE_NODE_FRACTION, ERA_313, ERA_44, ERA_61, faults, shared_migrate, who_faults,
-                           within_rate_limit)
+from .numab_faults import (ACTIVE_NODE_FRACTION, ERA_313, ERA_44, ERA_61, compact_moves, faults, pick_faulters, scan_prep,
+                           shared_migrate, take_counts, within_rate_limit)
 from .numab_moves import MS, TaskMoves
 from .numab_period import ScanPeriod
 from .tiering import Tiering
@@ -59,13 +59,17 @@ __all__ = ["NumaBalancing"]
 VIRT_WINDOWS = 8
 
 
+def _room(buf: np.ndarray, n: int) -> np.ndarray:
+    """``buf`` (rows of scratch), or a larger one if its rows are shorter than ``n``."""
+    return buf if buf.shape[1] >= n else np.empty((buf.shape[0], max(n, 2 * buf.shape[1])), dtype=buf.dtype)
+
+
 @dataclass
 class _Task:
     """A task's NUMA statistics; the ones each fault updates are rows of :class:`NumaBalancing`'s arrays
     (``t_membuf``, ``t_cpubuf``, ``t_loc``, ``t_seq``, ``t_pref``: :mod:`numasim.policies.numab_faults`)."""
 
-    period_ms: float
-    node_stamp: float = 0.0  # CPU time (ns) at which the task may next trigger a scan
+    node_stamp: float = 0.0  # CPU time (ns) at which the task may next trigger a scan (its period: t_period)
     mem: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by memory node, [shared, private]
     cpu: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))  # faults by CPU node
     total: float = 0.0
@@ -82,7 +86,8 @@ class _Group:
 
 @dataclass
 class _Mm:
-    next_scan: int
+    """A process's scan state (its gate, ``numa_next_scan``, is :attr:`NumaBalancing.next_scan`)."""
+
     seq: int = 0
     pos: int = 0  # chunk offset of the scan in the process's address space
 
@@ -136,7 +141,11 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self.t_group = np.full(n_threads, -1, dtype=np.int64)
         self.t_known = np.zeros(n_threads, dtype=np.bool_)  # whether the task has statistics (self.tasks) yet
         self.t_retry = np.zeros(n_threads, dtype=np.int64)  # when the task may next try to move to its node
+        self.t_period = np.zeros(n_threads)  # its scan period (ms)
+        self.t_own = np.zeros((n_threads, n))  # its faults by memory node (task.mem summed over shared and private)
+        self.t_total = np.zeros(n_threads)  # and in all (task.total)
         self.t_order = np.zeros(0, dtype=np.int64)  # the tasks with statistics, in the order they got them
+        self.next_scan = np.full(n_procs, -1, dtype=np.int64)  # each process's scan gate (-1: not seen running yet)
         self.g_mem = np.zeros((n_procs, n))
         self.g_cpu = np.zeros((n_procs, n))
         self.g_active = np.zeros((n_procs, n), dtype=np.bool_)
@@ -144,14 +153,22 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self._may = np.zeros(n_threads, dtype=np.bool_)  # and whether its pages may move there
         self._nfault = np.zeros(n_threads, dtype=np.int64)  # scratch: each thread's faults in a scan (who_faults)
         self._order = np.zeros(n_threads, dtype=np.int64)  # and the threads that fault, in order
+        self._counts = np.zeros(n_threads, dtype=np.int64)  # and their counts (take_counts)
+        self._weights = np.zeros(n_threads)  # scratch: a scan's threads' weights for shared faults
+        self._cdf = np.zeros(n_threads)  # and their cumulative share
+        self._no_draws = np.zeros(0)
+        self._proc_tids: dict[int, np.ndarray] = {}
+        self._chunk_buf = np.empty((4, 256), dtype=np.int64)  # scratch: a scan's chunks' owner, slot, thread, node
+        self._moves_buf = np.empty((4, 256), dtype=np.int64)  # and the ones that move (compact_moves)
         self._due = np.zeros(n_threads, dtype=np.int64)  # scratch: the tasks due to try to move (due_tasks)
         self._slow = np.array([k in self.slow and self.tier is not None for k in range(n)], dtype=np.bool_)
 
     def _task(self, tid: int) -> _Task:
         if tid not in self.tasks:
             z = np.zeros((self.n, 2))
-            self.tasks[tid] = _Task(self.o.scan_delay_ms, 0.0, z.copy(), z.copy())
+            self.tasks[tid] = _Task(0.0, z.copy(), z.copy())
             self.t_known[tid] = True
+            self.t_period[tid] = self.o.scan_delay_ms
             self.t_order = np.append(self.t_order, tid)
         return self.tasks[tid]
 
@@ -184,10 +201,10 @@ class NumaBalancing(ScanPeriod, TaskMoves):
                 return 0.0
             # group_weight: per mille of the group's faults (3.13 scaled it to 1200, a bias toward the group)
             return (1200.0 if self.o.numa_balancing_kernel == "3.13" else 1000.0) * g.mem[nid] / g.total
-        t = self.tasks.get(tid)
-        if t is None or t.total <= 0:
+        total = self.t_total[tid]
+        if total <= 0:
             return 0.0
-        return 1000.0 * t.mem[nid].sum() / t.total
+        return 1000.0 * self.t_own[tid, nid] / total
 
     def preferred(self, tid: int) -> int:
         return -1 if self.t_pref is None else int(self.t_pref[tid])
@@ -201,34 +218,45 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         now = sim.now
         if self.t_pref is None:
             self._alloc(len(sim.thread_cpu), len(sim.processes))
-        cpu_time = alive = miss = None  # read at the first open gate (nothing changes them during the tick)
         if self.tier is not None:
             self.tier.begin_tick(sim)
-        pods = sim.pods
-        for proc, (pod_index, members) in enumerate(sim.processes):
-            pod = pods[pod_index]
-            if pod.status != "running":
+        due = np.flatnonzero(self.next_scan <= now)  # the processes whose scan gate is open (or not set yet)
+        if due.size:
+            out += self._open_gates(due.tolist(), sim)
+        out += self._migrate_tasks(sim)
+        return out
+
+    def _open_gates(self, due: list[int], sim: "View") -> list[Decision]:
+        """task_tick_numa for the processes ``due``: the first running task (in random order) whose CPU
+        time passed its stamp scans and moves its process's gate (``next_scan``) by its scan period. A
+        process first seen running gets its gate ``scan_delay_ms`` on."""
+        out: list[Decision] = []
+        now = sim.now
+        pods, procs = sim.pods, sim.processes
+        cpu_time = alive = miss = None  # read at the first open gate (nothing changes them during the tick)
+        for proc in due:
+            pod_index, members = procs[proc]
+            if pods[pod_index].status != "running":
                 continue
             mm = self.mms.get(proc)
             if mm is None:
-                mm = self.mms[proc] = _Mm(next_scan=now + int(self.o.scan_delay_ms * MS))
-            if now < mm.next_scan:
-                continue
-            # task_tick_numa: a running task whose CPU time passed its stamp opens the gate.
+                mm = self.mms[proc] = _Mm()
+                self.next_scan[proc] = now + int(self.o.scan_delay_ms * MS)
+                if now < self.next_scan[proc]:
+                    continue
             runners = [t for t in members if sim.thread_active[t]]
             self.rng.shuffle(runners)
             if cpu_time is None:
                 cpu_time, alive, miss = sim.thread_cpu_time(), sim.thread_alive, sim.thread_miss_rate
             for tid in runners:
                 task = self._task(tid)
-                if cpu_time[tid] > task.node_stamp + task.period_ms * MS:
+                if cpu_time[tid] > task.node_stamp + self.t_period[tid] * MS:
                     if task.node_stamp == 0.0:
-                        task.period_ms = self._scan_start(sim.process_memory(proc), tid)
+                        self.t_period[tid] = self._scan_start(sim.process_memory(proc), tid)
                     task.node_stamp = cpu_time[tid]
-                    mm.next_scan = now + int(task.period_ms * MS)
+                    self.next_scan[proc] = now + int(self.t_period[tid] * MS)
                     out += self._scan(proc, members, mm, sim, miss, alive)
                     break
-        out += self._migrate_tasks(sim)
         return out
 
     # --------------------------------------------------------------- scan
@@ -239,35 +267,28 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         if marked is None:
             return []
         c_rid, c_i, c_nid = marked
-        c_owner = self.r_owner[c_rid]
-        c_off = self.r_last[c_rid] + c_i
         n = c_rid.size
         if not n:
             return []
-        tids = np.array(members)
-        weights = miss[tids] * alive[tids]
+        tids = self._tids(proc, members)
+        k = tids.size
         if self.tier is not None:
             self.tier.begin_scan(float(sum(miss[t] for t in members)), float(sim.process_memory(proc)))
+        buf = self._chunk_buf = _room(self._chunk_buf, n)
+        c_owner, c_off, c_tid, dst = buf[0, :n], buf[1, :n], buf[2, :n], buf[3, :n]
+        weights, cdf = self._weights[:k], self._cdf[:k]
+        n_shared = scan_prep(c_rid, c_i, self.r_owner, self.r_last, tids, miss, alive, sim.thread_cpu, self._cpu_node,
+                             c_owner, c_off, weights, self._cpu_nid)
         # Nothing the scan decides applies before it ends: each thread's node, its memory policy
         # and the nodes' free memory are the same at each of its faults.
         mp = sim.pods[int(sim.thread_pod[tids[0]])].mempolicy  # (a process's threads are one pod's)
-        nids = self._cpu_node[sim.thread_cpu[tids]]
-        self._cpu_nid[tids] = nids
-        self._may[tids] = self._may_move_to(mp, nids)
+        self._may[tids] = self._may_move_to(mp, self._cpu_nid[tids])
         free = sim.node_free()
         # Who faults each chunk: its owner for private memory (none if it died); for shared memory one
         # of the process's threads, in proportion to its misses (none if no thread misses).
-        n_shared = int(np.count_nonzero(c_owner < 0))
         wsum = float(weights.sum())
-        if n_shared and wsum > 0:
-            cdf = np.cumsum(weights / wsum)  # (numpy's choice: the same steps)
-            cdf /= cdf[-1]
-            u = self.rng.random(n_shared)
-        else:
-            cdf = u = np.zeros(0)
-        c_tid = np.empty(n, dtype=np.int64)
-        m = who_faults(c_owner, alive, tids, cdf, u, c_tid, self._nfault, self._order)
-        dst = np.full(n, -1, dtype=np.int64)
+        u = self.rng.random(n_shared) if n_shared and wsum > 0 else self._no_draws
+        m = pick_faulters(c_owner, alive, tids, weights, wsum, u, cdf, c_tid, self._nfault, self._order, dst)
         out: list[Decision] = []
         args = (c_tid, c_off, c_nid, dst, self._cpu_nid, self._may, free, self._slow, self.l_tid, self.l_nid,
                 self.t_known, self.t_membuf, self.t_cpubuf, self.t_loc, self.t_seq, self.t_pref, self.t_group, self.g_mem,
@@ -280,17 +301,24 @@ class NumaBalancing(ScanPeriod, TaskMoves):
                                         int(c_nid[j]), mp, free, sim, out)
             j = faults(j + 1, *args)
         pages = 1 if self.o.thp else CHUNK // 4096
-        faulted = self._order[:m]
-        for tid, faults_k in zip(faulted.tolist(), self._nfault[faulted].tolist()):  # in the order of first faults
+        take_counts(self._order, m, self._nfault, self._counts)
+        for tid, faults_k in zip(self._order[:m].tolist(), self._counts[:m].tolist()):  # in the order of first faults
             out.append(Charge(tid, faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
-        self._nfault[faulted] = 0
+        self._moves_buf = _room(self._moves_buf, n)
+        moved = compact_moves(c_rid, dst, c_tid, c_i, self._moves_buf)
         moves: dict[tuple[int, int, int], list[int]] = {}
-        js = np.flatnonzero(dst >= 0)
-        for key, i in zip(zip(c_rid[js].tolist(), dst[js].tolist(), c_tid[js].tolist()), c_i[js].tolist()):
-            moves.setdefault(key, []).append(i)
+        for rid, node, tid, i in zip(*self._moves_buf[:, :moved].tolist()):
+            moves.setdefault((rid, node, tid), []).append(i)
         for (rid, node, tid), idx in moves.items():
             out.append(MoveChunks(rid, tuple(idx), node, tid, self.o.migrate_copy_gbps))
         return out
+
+    def _tids(self, proc: int, members) -> np.ndarray:
+        """A process's threads as an array (made once: a process's threads do not change)."""
+        tids = self._proc_tids.get(proc)
+        if tids is None or tids.size != len(members):
+            tids = self._proc_tids[proc] = np.array(members, dtype=np.int64)
+        return tids
 
     def _fault_py(self, tid: int, proc: int, mm: _Mm, rid: int, off: int, i: int, mem_nid: int, mp, free,
                   sim: "View", out: list[Decision]) -> int:
@@ -453,7 +481,8 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         self.t_membuf[tid] = 0.0
         self.t_cpubuf[tid] = 0.0
         before = int(self.t_pref[tid])
-        own = task.mem.sum(axis=1)
+        own = self.t_own[tid] = task.mem.sum(axis=1)
+        self.t_total[tid] = task.total
         if g is not None and self.o.numa_balancing_kernel == "4.4":
             self._update_active(g)
         by_node = g.mem if g is not None else own
@@ -468,6 +497,6 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             self.t_pref[tid] = pref
         if self.t_pref[tid] != before and self.o.numa_balancing_kernel != "6.1":
             self.t_retry[tid] = 0  # before 4.19 placement called numa_migrate_preferred at once
-        self._update_period(task, tid, sim, buf_shared, buf_private)
+        self._update_period(tid, sim, buf_shared, buf_private)
 
     # ------------------------------------------------------------- moves

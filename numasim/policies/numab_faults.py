@@ -23,7 +23,7 @@ from __future__ import annotations
 from .. import jit
 from .api import CHUNK
 
-__all__ = ["faults", "who_faults", "due_tasks", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
+__all__ = ["faults", "who_faults", "scan_prep", "pick_faulters", "take_counts", "compact_moves", "due_tasks", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
 
 jit.fresh(__file__, "api.py")
 
@@ -63,14 +63,79 @@ def who_faults(c_owner, alive, tids, cdf, u, c_tid, counts, order):
 
 
 @jit.kernel
-def due_tasks(order, t_pref, active, t_retry, now, out):
+def scan_prep(c_rid, c_i, r_owner, r_last, tids, miss, alive, thread_cpu, cpu_node, c_owner, c_off, weights, cpu_nid):
+    """A scan's marked chunks (region ``c_rid``, index ``c_i``): each one's owner (``c_owner``, -1:
+    shared) and last-fault slot (``c_off``); each of the process's threads ``tids``: its weight for
+    shared faults, its DRAM miss rate if alive (``weights``), and its node (``cpu_nid``). Returns how
+    many chunks are shared."""
+    n_shared = 0
+    for j in range(c_rid.size):
+        r = c_rid[j]
+        c_owner[j] = r_owner[r]
+        c_off[j] = r_last[r] + c_i[j]
+        if c_owner[j] < 0:
+            n_shared += 1
+    for k in range(tids.size):
+        t = tids[k]
+        weights[k] = miss[t] * (1.0 if alive[t] else 0.0)
+        cpu_nid[t] = cpu_node[thread_cpu[t]]
+    return n_shared
+
+
+@jit.kernel
+def pick_faulters(c_owner, alive, tids, weights, wsum, u, cdf, c_tid, counts, order, dst):
+    """:func:`who_faults` with the cumulative weights made here (``weights / wsum`` summed in order,
+    then divided by the last, as numpy's ``cumsum`` and ``/=`` do; into ``cdf``), and ``dst`` cleared
+    (-1) for :func:`faults`."""
+    if u.size:
+        acc = 0.0
+        for k in range(weights.size):
+            acc += weights[k] / wsum
+            cdf[k] = acc
+        last = cdf[weights.size - 1]
+        for k in range(weights.size):
+            cdf[k] /= last
+    for j in range(dst.size):
+        dst[j] = -1
+    return who_faults(c_owner, alive, tids, cdf, u, c_tid, counts, order)
+
+
+@jit.kernel
+def take_counts(order, m, counts, out):
+    """The counts of threads ``order[:m]`` into ``out[:m]``, cleared in ``counts``."""
+    for i in range(m):
+        out[i] = counts[order[i]]
+        counts[order[i]] = 0
+
+
+@jit.kernel
+def compact_moves(c_rid, dst, c_tid, c_i, out):
+    """The chunks that move (``dst >= 0``), in order, as columns of ``out``: region, node, thread,
+    chunk index. Returns how many."""
+    k = 0
+    for j in range(dst.size):
+        if dst[j] >= 0:
+            out[0, k] = c_rid[j]
+            out[1, k] = dst[j]
+            out[2, k] = c_tid[j]
+            out[3, k] = c_i[j]
+            k += 1
+    return k
+
+
+@jit.kernel
+def due_tasks(order, t_pref, active, t_retry, t_period, thread_cpu, cpu_node, now, out):
     """The tasks of ``order`` due to try to move to their preferred node (they have one, are on a
-    runqueue and their retry time has come), in that order, into ``out``; returns how many."""
+    runqueue and their retry time has come), in that order: each gets its next retry time
+    (min(1 s, period/16) on: numa_migrate_preferred's ``numa_migrate_retry``), and those off their
+    preferred node go into ``out``; returns how many."""
     m = 0
     for t in order:
         if t_pref[t] >= 0 and active[t] and t_retry[t] <= now:
-            out[m] = t
-            m += 1
+            t_retry[t] = now + int(min(1000.0, t_period[t] / 16) * 1_000_000)
+            if cpu_node[thread_cpu[t]] != t_pref[t]:
+                out[m] = t
+                m += 1
     return m
 
 

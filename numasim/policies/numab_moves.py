@@ -64,15 +64,12 @@ class TaskMoves:
         out: list[Decision] = []
         # The tasks due to try, in the order they got statistics (found at once: nothing in the loop
         # changes another task's preferred node, activity or retry time).
-        m_due = due_tasks(self.t_order, self.t_pref, sim.thread_active, self.t_retry, now, self._due)
+        m_due = due_tasks(self.t_order, self.t_pref, sim.thread_active, self.t_retry, self.t_period, sim.thread_cpu,
+                          self._cpu_node, now, self._due)
         for tid in self._due[:m_due].tolist():
-            task = self.tasks[tid]
             pref = int(self.t_pref[tid])
-            self.t_retry[tid] = now + int(min(1000.0, task.period_ms / 16) * MS)
             src_cpu = int(sim.thread_cpu[tid])
             src = int(m.cpu_node[src_cpu])
-            if src == pref:
-                continue
             if ctx is None:
                 ctx = _MoveContext(np.array(sim.nr_running), {c: sim.runqueue(c) for c in range(m.n_cpus)}, set())
             if src_cpu in ctx.claimed:

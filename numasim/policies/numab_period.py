@@ -56,14 +56,15 @@ class ScanPeriod:
             smax = max(smax, smax * len(g.tasks) * (shared + 1) / (private + shared + 1))
         return max(smin, smax)
 
-    def _update_period(self, task, tid: int, sim: "View", shared: float, private: float) -> None:
+    def _update_period(self, tid: int, sim: "View", shared: float, private: float) -> None:
         """update_task_scan_period: slow down when mostly local or private, speed up otherwise."""
         rss = sim.process_memory(int(sim.thread_process[tid]))
         remote, local, failed = self.t_loc[tid].tolist()
         if local + shared == 0 or failed:
-            task.period_ms = min(self._scan_max(rss, tid), task.period_ms * 2)
+            self.t_period[tid] = min(self._scan_max(rss, tid), self.t_period[tid] * 2)
             return
-        slot = math.ceil(task.period_ms / PERIOD_SLOTS)
+        period = float(self.t_period[tid])
+        slot = math.ceil(period / PERIOD_SLOTS)
         lr = int(local * PERIOD_SLOTS / (local + remote)) if local + remote else 0
         ps = int(private * PERIOD_SLOTS / (private + shared)) if private + shared else 0
         if ps >= PERIOD_THRESHOLD:
@@ -72,5 +73,5 @@ class ScanPeriod:
             diff = max(1, lr - PERIOD_THRESHOLD) * slot
         else:
             diff = -(PERIOD_THRESHOLD - max(lr, ps)) * slot
-        task.period_ms = float(np.clip(task.period_ms + diff, self._scan_min(rss), self._scan_max(rss, tid)))
+        self.t_period[tid] = float(np.clip(period + diff, self._scan_min(rss), self._scan_max(rss, tid)))
         self.t_loc[tid] = 0.0
