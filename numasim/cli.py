@@ -120,9 +120,11 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     # Every output is checked before any simulation, and written with the others or not at all.
     outputs = [(flag, target) for flag, target in (("--json", args.json), ("--csv", args.csv), ("--report", args.report),
                                                    ("--trace", args.trace)) if target is not None]
-    # Inputs are never outputs: the scenario, a machine file, policy files (FILE.py of FILE.py:CLASS).
+    # Inputs are never outputs: the scenario, a machine file, policy files (FILE.py of FILE.py:CLASS, on the
+    # command line or in the scenario: the file of each variant's policy class outside numasim).
     inputs = (args.scenario, *([args.machine] if args.machine else []),
-              *(ref.rpartition(":")[0] for ref in args.policy_file if ref.rpartition(":")[0]))
+              *(ref.rpartition(":")[0] for ref in args.policy_file if ref.rpartition(":")[0]),
+              *_policy_files(scenario))
     seen: dict[str, str] = {}
     for flag, target in outputs:
         path = check_target(target, f"{flag} {target}", inputs)
@@ -164,6 +166,13 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     for _flag, target in outputs:
         out.print(f"wrote {target}", markup=False, highlight=False)
     return 0
+
+
+def _policy_files(scenario) -> list[str]:
+    """The source files of a scenario's policy classes that are not numasim's own."""
+    own = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    files = (getattr(sys.modules.get(v.policy.__module__), "__file__", None) for v in scenario.variants)
+    return sorted({f for f in files if f and not os.path.abspath(f).startswith(own)})
 
 
 def _cmd_validate(args, out: Console) -> int:

@@ -44,6 +44,7 @@ from .sweep_dask import check_scheduler
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
 
 MAX_POINTS = 100_000
+MAX_SWEEP_VALUES = 10_000_000  # points x values of the base scenario: each point is a copy (100,000 of 100 values)
 CHECK_NOTICE_POINTS = 1_000  # from this many points a sweep says it is checking them (seconds)
 
 
@@ -122,6 +123,19 @@ def _whole_paths(base: dict[str, Any], ranges: dict[str, tuple[float, float]], s
                 continue
             whole.add(path)
     return whole
+
+
+def _count_values(data: Any) -> int:
+    """How many values (containers and scalars) scenario data holds."""
+    n, stack = 0, [data]
+    while stack:
+        x = stack.pop()
+        n += 1
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return n
 
 
 def _point_data(base: dict[str, Any], point: dict[str, Any], source: str) -> dict[str, Any]:
@@ -300,6 +314,11 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     if not points or points == [{}]:
         raise ScenarioError(Problem("--grid", "no points: give --grid PATH=V1,V2 (or --sample N --range PATH=LO..HI), "
                                               "or a sweep: section in the scenario"), source=source)
+    values = _count_values(base)
+    if len(points) * values > MAX_SWEEP_VALUES:  # each point is the base scenario copied, checked and sent
+        raise ScenarioError(Problem("--grid", f"{len(points):,} points of a scenario of {values:,} values would copy "
+                                              f"{len(points) * values:,} values, more than {MAX_SWEEP_VALUES:,}: sweep "
+                                              "fewer points or a smaller scenario"), source=source)
     jobs = []
     seen = set()
     for point in points:

@@ -44,11 +44,16 @@ _SIZE_UNITS = {
     "tib": 2**40,
 }
 
-_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ]+)\s*$")
+# A number is digits with an optional fraction, or a fraction alone: written so that no two ways of
+# matching one string exist, so a long run of digits that fails to match fails in linear time
+# ('[0-9]*\\.?[0-9]+' tried every split of the digits: quadratic). Quantities are also refused past
+# MAX_CHARS before any pattern runs.
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_NUMBER_UNIT = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-zµ]+)\s*$")
+MAX_CHARS = 64
 
 # The same rules as JSON Schema (ECMA-262) patterns, for the scenario JSON schema (numasim schema):
 # a number, then a unit of the table above (sizes in any case, as parse_size lowers them).
-_NUMBER = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
 DURATION_PATTERN = rf"^\s*{_NUMBER}\s*(?:{'|'.join(sorted(_DURATION_UNITS, key=len, reverse=True))})\s*$"
 SIZE_PATTERN = rf"^\s*{_NUMBER}\s*(?:[Bb]|[KkMmGgTt][Ii]?[Bb]?)\s*$"
 CPU_PATTERN = rf"^\s*{_NUMBER}\s*m?\s*$"
@@ -72,9 +77,9 @@ def parse_duration(value: object) -> int:
             return 0
         raise ValueError(f"expected {DURATION_HELP}, got the bare number {value!r} (add a unit)")
     _check_sign(value, "duration", DURATION_HELP)
-    m = _NUMBER_UNIT.match(value)
+    m = _NUMBER_UNIT.match(value) if len(value) <= MAX_CHARS else None
     if not m or m.group(2) not in _DURATION_UNITS:
-        raise ValueError(f"expected {DURATION_HELP}, got {value!r}")
+        raise ValueError(f"expected {DURATION_HELP}, got {_shown(value)}")
     ns = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
     if not math.isfinite(ns):
         raise ValueError(f"expected {DURATION_HELP}, got {value!r}, which is too large")
@@ -90,9 +95,9 @@ def parse_size(value: object) -> int:
             return 0
         raise ValueError(f"expected {SIZE_HELP}, got the bare number {value!r} (add a unit)")
     _check_sign(value, "size", SIZE_HELP)
-    m = _NUMBER_UNIT.match(value)
+    m = _NUMBER_UNIT.match(value) if len(value) <= MAX_CHARS else None
     if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise ValueError(f"expected {SIZE_HELP}, got {value!r}")
+        raise ValueError(f"expected {SIZE_HELP}, got {_shown(value)}")
     nbytes = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
     if not math.isfinite(nbytes):
         raise ValueError(f"expected {SIZE_HELP}, got {value!r}, which is too large")
@@ -100,7 +105,7 @@ def parse_size(value: object) -> int:
 
 
 CPU_HELP = "a number of CPUs, e.g. 2, 0.5 or '500m' (Kubernetes millicores)"
-_CPU = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(m?)\s*$")
+_CPU = re.compile(rf"^\s*({_NUMBER})\s*(m?)\s*$")
 
 
 def parse_cpu(value: object) -> object:
@@ -121,7 +126,14 @@ def parse_cpu(value: object) -> object:
 def _check_sign(value: str, what: str, help_text: str) -> None:
     """Reject ``'-4GB'`` with a message that says why, not just that it did not parse."""
     if value.strip().startswith("-"):
-        raise ValueError(f"a {what} cannot be negative, got {value!r}; expected {help_text}")
+        raise ValueError(f"a {what} cannot be negative, got {_shown(value)}; expected {help_text}")
+
+
+def _shown(value: str) -> str:
+    """``value`` quoted for a message, cut after :data:`MAX_CHARS` characters."""
+    if len(value) <= MAX_CHARS:
+        return repr(value)
+    return f"{value[:MAX_CHARS]!r}... ({len(value):,} characters; a quantity has at most {MAX_CHARS})"
 
 
 def format_duration(ns: int) -> str:

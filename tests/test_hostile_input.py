@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -515,6 +516,12 @@ def _decision_plugins() -> dict[str, dict]:
         "test-migrate-rate": _ticks_with(MigratePages(pod=0, dst=1, nbytes=10**6, rate_gbps=1e300)),
         "test-chunks": _ticks_with(MoveChunks(region=0.5, chunks=(0,), dst=1, tid=0, copy_gbps=1.0)),  # type: ignore[arg-type]
         "test-slice": {"slice_ns": lambda self, n: float("nan")},
+        "test-exit": {"place": lambda self, tid, sim: sys.exit(0)},
+        "test-reason-ansi": _admits(accepted=False, reason="\x1b[2J\x1b[31mgone"),
+        "test-info-obj": _admits(info={"x": object()}),
+        "test-info-nan": _admits(info={"x": float("nan")}),
+        "test-info-big": _admits(info={"x": "y" * 70_000}),
+        "test-tick-int": {"next_tick": lambda self, now: now + 10_000_000, "tick": lambda self, sim: 5},
     }
 
 
@@ -548,6 +555,13 @@ def _plugin_scenario(tmp_path, policy):
     ("test-chunks", ["region must be an integer id, got '0.5'"]),
     ("test-slice", ["slice_ns must return a time slice of 1,000 to 10,000,000,000 ns, got nan"]),
     ("test-text", ["policy 'test-text'", "an integer", "'soon'"]),
+    # a plug-in's sys.exit() is its failure: the run used to end with status 0 and no output
+    ("test-exit", ["policy 'test-exit'", "raised SystemExit", "in <lambda>()"]),
+    ("test-reason-ansi", ["reason must be printable text (no control characters)"]),
+    ("test-info-obj", ["info must hold plain JSON data", "object is not JSON serializable"]),
+    ("test-info-nan", ["info must hold plain JSON data", "Out of range float"]),
+    ("test-info-big", ["info is 70,009 characters as JSON; at most 65,536 a pod"]),
+    ("test-tick-int", ["tick() must return a list of decisions, got int"]),
 ])
 def test_a_misbehaving_plugin_is_named_and_stopped(tmp_path, capsys, policy, words):
     p = _plugin_scenario(tmp_path, policy)
@@ -911,3 +925,90 @@ def test_an_unknown_key_with_brackets_is_named_as_written():
     data["pods"][0]["x[0]"] = 1
     with pytest.raises(ScenarioError, match=r"pods\[0\]\.x\[0\]: unknown key 'x\[0\]'; allowed keys: name"):
         from_dict(data)
+
+
+@register
+class _ChecksBadly(_Base):
+    name = "test-check-garbage"
+
+    @classmethod
+    def check(cls, options, machine, pods):
+        return [1, "x", None]
+
+
+@register
+class _CheckRaises(_Base):
+    name = "test-check-raises"
+
+    @classmethod
+    def check(cls, options, machine, pods):
+        raise RuntimeError("check boom")
+
+
+@pytest.mark.parametrize("policy, words", [
+    ("test-check-garbage", ["policies[0].options", "check() must return a list of Problem, got '1'"]),
+    ("test-check-raises", ["policies[0].options", "its check() raised RuntimeError: check boom"]),
+])
+def test_a_plugins_check_that_fails_is_a_problem_not_a_traceback(tmp_path, capsys, policy, words):
+    p = _plugin_scenario(tmp_path, policy)
+    expect_error(capsys, ["validate", p], str(p), None, *words)
+
+
+def test_outputs_never_replace_a_policy_file_the_scenario_names(tmp_path, capsys):
+    plug = tmp_path / "plug.py"
+    plug.write_text("from numasim.policies.cfs import CFS\n\nclass Mine(CFS):\n    name = 'mine-cfs'\n")
+    p = scenario(tmp_path, policies=[{"label": "m", "policy": "plug.py:Mine"}], baseline="m")
+    before = plug.read_text()
+    expect_error(capsys, ["run", p, "--quiet", "--json", str(plug)], f"--json {plug}", None, "input")
+    assert plug.read_text() == before
+
+
+@pytest.mark.parametrize("where, value, words", [
+    ("label", "c\ud800", ["policies[0].label", "lone surrogate"]),
+    ("sources", {"a\ud800": "b"}, ["machine.sources", "lone surrogate"]),
+])
+def test_lone_surrogates_are_refused_where_text_is(tmp_path, capsys, where, value, words):
+    data = copy.deepcopy(BASE)
+    if where == "label":
+        data["policies"][0]["label"] = data["baseline"] = value
+    else:
+        data["machine"]["sources"] = value
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=False), encoding="utf-8")
+    expect_error(capsys, ["validate", p], str(p), None, *words)
+
+
+def test_a_node_past_the_machine_in_cpu_numbering_is_named(tmp_path, capsys):
+    n = from_dict(copy.deepcopy(BASE)).machine.n_cpus
+    data = copy.deepcopy(BASE)
+    data["machine"]["cpu_numbering"] = [0] * (n - 1) + [10**10]  # (a 75 GiB count, or a traceback, before)
+    p = scenario(tmp_path, data)
+    expect_error(capsys, ["validate", p], str(p), None, f"cpu_numbering[{n - 1}]: node 10000000000 does not exist")
+
+
+def test_cpulists_that_repeat_are_bounded(monkeypatch):
+    from numasim.policies import taskset
+
+    with pytest.raises(ValueError, match="names more than 16 CPU ids"):
+        parse_cpulist(",".join(["0-7"] * 3), 8)  # each range counted before it is built
+    machine = from_dict(copy.deepcopy(BASE)).machine
+    n = machine.n_cpus
+    opts = taskset.TasksetOptions(cpus=[f"0-{n - 1}"] * 20_000)
+    assert taskset.Taskset.check(opts, machine, []) == []  # the same list 20,000 times: one set, checked once
+    assert len({id(c) for c in taskset._cpusets(opts.cpus, n)}) == 1  # and kept once
+    monkeypatch.setattr(taskset, "MAX_CPUSET_IDS", 3 * n)
+    distinct = taskset.TasksetOptions(cpus=[f"0-{n - 1}", f"0-{n - 1}:1", f"{n - 1},0-{n - 2}", f"0-{n - 1},0"])
+    problems = taskset.Taskset.check(distinct, machine, [])
+    assert [p.path for p in problems] == ["cpus[3]"] and f"more than {3 * n:,} CPU ids" in problems[0].message
+
+
+def test_a_sweep_that_would_copy_too_much_is_refused_before_any_copy(tmp_path):
+    from numasim.sweep import MAX_SWEEP_VALUES, sweep
+
+    data = copy.deepcopy(BASE)
+    data["description"] = "x"
+    data["machine"]["sources"] = {f"k{i}": "v" for i in range(20_000)}
+    values = 20_000
+    points = MAX_SWEEP_VALUES // values + 1
+    with pytest.raises(ScenarioError, match="more than 10,000,000"):
+        sweep(data, grid={"seed": list(range(1, points + 1))}, quiet=True)

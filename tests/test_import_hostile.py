@@ -355,3 +355,95 @@ def test_numactl_without_distances_takes_a_remote_latency_from_the_closest_prese
     spec = yaml.safe_load((tmp_path / "m.yaml").read_text())
     lat = machine_preset("epyc-7351-2s").latency
     assert spec["remote_latency_ns"] == round(float(lat[~np.eye(len(lat), dtype=bool)].mean()), 1)
+
+
+class _CountingRe:
+    """The re module, counting the matches tried (the parsers' work: one or a few a line when linear)."""
+
+    def __init__(self):
+        import re
+
+        self._re, self.calls = re, 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._re, name)
+        if name not in ("match", "fullmatch", "search"):
+            return attr
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return attr(*args, **kwargs)
+        return counted
+
+
+@pytest.mark.parametrize("title", [
+    "Measuring idle latencies (in ns)...",
+    "Measuring Memory Bandwidths between nodes within system",
+])
+def test_mlc_section_titles_without_their_matrix_are_parsed_in_linear_time(monkeypatch, title):
+    # Each title looked for its matrix's header to the end of the file: n titles cost n^2/2 matches
+    # (10,000 took 46 s). Now each looks at most MLC_HEADER_WITHIN non-empty lines ahead. (The HITM
+    # titles' look-ahead is no regular expression: test_many_mlc_headers... covers it by size.)
+    from numasim.importers import tool_outputs
+
+    def matches(n: int) -> int:
+        counter = _CountingRe()
+        monkeypatch.setattr(tool_outputs, "re", counter)
+        tool_outputs._parse_mlc("Intel(R) Memory Latency Checker - v3.7\n" + f"{title}\n\n" * n, "mlc.txt")
+        monkeypatch.undo()
+        return counter.calls
+
+    small, large = matches(500), matches(1000)
+    assert 0 < small and large <= 2.2 * small  # quadratic work gives 4 times as many
+
+
+def test_many_mlc_headers_are_parsed_quickly_and_real_sections_still_read(tmp_path, capsys):
+    # 20,000 titles, then 100,000 'Inject' headers: quadratic (a scan to the end for each title, a copy of
+    # the remaining lines for each header) took hours (10,000 titles alone: 46 s); linear takes a second.
+    from numasim.importers.tool_outputs import _parse_mlc
+
+    hitm = "Remote Socket L2->L2 HITM latency (data address homed in {} socket)\n"
+    text = ("Intel(R) Memory Latency Checker - v3.7\n" + "Measuring idle latencies\n" * 10_000
+            + (hitm.format("writer") + hitm.format("reader")) * 5_000
+            + "Measuring idle latencies (in ns)...\n                Numa node\nNuma node            0       1\n"
+            + "       0          81.2   130.2\n       1         130.2    81.1\n"
+            + "Inject  Latency Bandwidth\n" * 100_000 + "Delay   (ns)    MB/sec\n==========================\n"
+            + " 00000  233.86   243421.9\n 00002  230.61   243544.1\n")
+    f = _parse_mlc(text, "mlc.txt")
+    assert f.latency == [[81.2, 130.2], [130.2, 81.1]] and f.c2c_remote_writer is None and f.c2c_remote_reader is None
+    assert f.loaded == [(243421.9 / 1000, 233.86), (243544.1 / 1000, 230.61)]
+    code, err = _run(tmp_path, capsys, _write(tmp_path, "mlc.txt", "Intel(R) Memory Latency Checker\n"
+                                                                 + "Measuring idle latencies\n" * 20_000))
+    assert code == 2 and "mlc.txt: no input says which CPUs belong to which NUMA node" in err and "Traceback" not in err
+
+
+def test_an_mlc_header_far_after_its_title_is_not_taken(tmp_path):
+    from numasim.importers.tool_outputs import _parse_mlc
+
+    MLC_HEADER_WITHIN = 10  # tool_outputs.MLC_HEADER_WITHIN: the matrix's header is looked for that many lines ahead
+    matrix = "Numa node            0       1\n       0          81.2   130.2\n       1         130.2    81.1\n"
+    near = "Measuring idle latencies (in ns)...\n" + "a note\n\n" * (MLC_HEADER_WITHIN - 1) + matrix
+    far = "Measuring idle latencies (in ns)...\n" + "a note\n\n" * MLC_HEADER_WITHIN + matrix
+    assert _parse_mlc(near, "mlc.txt").latency == [[81.2, 130.2], [130.2, 81.1]]
+    assert _parse_mlc(far, "mlc.txt").latency == []
+
+
+def _nested_hwloc(levels: int) -> str:
+    """HWLOC with its Package inside ``levels`` nested Group objects."""
+    head, tail = HWLOC.split('<object type="Package" os_index="0">', 1)
+    return head + '<object type="Group">' * levels + '<object type="Package" os_index="0">' + tail.replace(
+        "</object></object></topology>", "</object>" + "</object>" * levels + "</object></topology>")
+
+
+def test_hwloc_nested_past_the_limit_is_refused_not_a_recursion_error(tmp_path, capsys):
+    # 5,000 levels: the recursive walk raised RecursionError (a traceback, exit 1).
+    code, err = _run(tmp_path, capsys, _write(tmp_path, "deep.xml", _nested_hwloc(5000)))
+    assert code == 2 and "deep.xml" in err and "nested more than 256 levels deep" in err and "Traceback" not in err
+
+
+def test_hwloc_nested_within_the_limit_still_imports(tmp_path, capsys):
+    from numasim.importers.tool_outputs import _parse_hwloc
+
+    f = _parse_hwloc(_nested_hwloc(250), "topo.xml")  # the PUs are at level 254
+    assert f.cpu_socket == {0: 0, 1: 0} and f.cpu_core == {0: (0, 0), 1: (0, 1)} and f.node_memory_mb == {0: 4096.0}
+    assert f.cpu_node == {0: 0, 1: 0}

@@ -229,3 +229,18 @@ def test_an_import_with_more_values_than_numasim_reads_back_is_refused_unwritten
     monkeypatch.setattr(yf, "MAX_NODES", 300)
     err = _refused(tmp_path, capsys, _one_owner_many_sizes(tmp_path, 40))
     assert "would be refused when read back (" in err and "more than 300 values" in err
+
+
+def test_a_pod_list_of_too_many_objects_is_refused_before_it_is_parsed(tmp_path, capsys):
+    # 64 MiB of "{}," parsed took 4 GB and 100 s; counted first, the refusal names the file and the limit.
+    pods = tmp_path / "many.json"
+    pods.write_text('{"items": [' + "{}," * 1_000_000 + "{}]}")  # k8s.MAX_PODS_CONTAINERS objects and 3 more
+    err = _refused(tmp_path, capsys, pods)
+    assert "many.json: holds 1,000,003 JSON objects and lists" in err and "more than the 1,000,000 numasim reads" in err
+
+
+def test_a_pod_list_of_too_many_values_is_refused_before_it_is_parsed(tmp_path, capsys):
+    pods = tmp_path / "many.json"
+    pods.write_text('{"items": [' + "1," * 4_000_001 + "1]}")  # one comma more than k8s.MAX_PODS_VALUES
+    err = _refused(tmp_path, capsys, pods)
+    assert "many.json: holds 4,000,001 values (counting commas), more than the 4,000,000 numasim reads" in err

@@ -1,5 +1,7 @@
+import re
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numasim.units import format_duration, parse_duration, parse_size
@@ -46,3 +48,29 @@ def test_cpu_quantities_as_kubernetes_writes_them():
     for bad in ("5x", "-500m", "mm", "m", ""):
         with pytest.raises(ValueError):
             parse_cpu(bad)
+
+
+# The number pattern before it was rewritten not to backtrack: it tried every split of a run of digits.
+_OLD_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ]+)\s*$")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789.eE+- msµGiB", max_size=14))
+def test_the_number_pattern_matches_what_the_backtracking_one_did(text):
+    from numasim.units import _NUMBER_UNIT
+
+    old, new = _OLD_NUMBER_UNIT.match(text), _NUMBER_UNIT.match(text)
+    assert (old is None) == (new is None)
+    if old:
+        assert old.groups() == new.groups()
+
+
+def test_a_long_quantity_is_refused_before_any_pattern_runs_and_shown_cut():
+    # 200,000 digits then text that can't match: the old pattern took minutes (quadratic); this is
+    # refused at once, and the message shows the start of the value, not all of it.
+    for parse in (parse_duration, parse_size):
+        with pytest.raises(ValueError) as e:
+            parse("1" * 200_000 + "s!")
+        assert "200,002 characters" in str(e.value) and len(str(e.value)) < 400
+    with pytest.raises(ValueError, match="cannot be negative"):
+        parse_size("-" + "1" * 100_000)

@@ -308,7 +308,7 @@ def _is_number(v: Any) -> bool:
 
 def _is_text(v: Any) -> bool:
     """A string of printable characters, as a scenario's names and labels are (nothing a terminal acts on)."""
-    return isinstance(v, str) and not any(unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t" for ch in v)
+    return isinstance(v, str) and not any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in "\n\t" for ch in v)
 
 
 MAX_FIGURE = 1e18  # above any figure a run reports (bytes, events, ops/s), below where sums overflow

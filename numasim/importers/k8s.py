@@ -23,9 +23,17 @@ from typing import Any
 from ..errors import Problem, ScenarioError
 from ..units import format_exact_size, parse_cpu
 
-__all__ = ["import_k8s", "MAX_PODS_BYTES"]
+__all__ = ["import_k8s", "MAX_PODS_BYTES", "MAX_PODS_CONTAINERS", "MAX_PODS_VALUES"]
 
 MAX_PODS_BYTES = 64 * 2**20
+# Counted in the text before it is parsed (as numasim.analysis.results does for results files): parsed,
+# a value takes 8-30 times its text and an empty object 64 bytes for its 3 ("{},"), so 64 MiB of "{},"
+# took 4 GB and 100 s. kubectl's JSON of a pod (about 5 KB) holds about 50-100 objects and lists and
+# 200-400 values (commas in its strings, such as a last-applied-configuration annotation, count too):
+# these allow about 10,000 pods, what MAX_PODS_BYTES holds. The worst shape measured, 1,000,000 objects
+# of 4 short strings each (38 MB), parses to about 450 MB: the import stays under 0.75 GB in all, 7 s.
+MAX_PODS_CONTAINERS = 1_000_000  # JSON objects and lists ('{' and '[', inside strings too)
+MAX_PODS_VALUES = 4_000_000  # values (','), inside strings too
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -84,10 +92,21 @@ def _read_json(path: str) -> Any:
             raise _error(path, "", "not a regular file")
         if p.stat().st_size > MAX_PODS_BYTES:
             raise _error(path, "", f"larger than {MAX_PODS_BYTES // 2**20} MiB")
-        return json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise _error(path, "", f"cannot be read: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:  # malformed JSON, bad UTF-8, an integer of over 4,300 digits
+    except ValueError as exc:  # bad UTF-8
+        raise _error(path, "", f"not the JSON of kubectl get pods -o json: {str(exc)[:200]}") from None
+    one_node = "export the pods of one node: kubectl get pods -A -o json --field-selector spec.nodeName=NODE"
+    if (n := text.count("{") + text.count("[")) > MAX_PODS_CONTAINERS:
+        raise _error(path, "", f"holds {n:,} JSON objects and lists (counting '{{' and '['), more than the "
+                               f"{MAX_PODS_CONTAINERS:,} numasim reads (kubectl writes about 100 a pod); {one_node}")
+    if (n := text.count(",")) > MAX_PODS_VALUES:
+        raise _error(path, "", f"holds {n:,} values (counting commas), more than the {MAX_PODS_VALUES:,} numasim "
+                               f"reads (kubectl writes a few hundred a pod); {one_node}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # malformed JSON, an integer of over 4,300 digits
         raise _error(path, "", f"not the JSON of kubectl get pods -o json: {str(exc)[:200]}") from None
 
 

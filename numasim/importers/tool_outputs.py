@@ -278,32 +278,64 @@ def _cpu_row(f: Facts, cols: dict[str, str], source: str) -> None:
 
 
 _NUM = r"[0-9]{1,30}(?:\.[0-9]{1,30})?"  # a number in MLC's output
+MLC_HEADER_WITHIN = 10
+"""A matrix's header ('Numa node  0  1', 'Writer Numa Node  0  1') is looked for in at most this many
+non-empty lines after its section's title (MLC v3.7, in tests/fixtures, prints it within 5): each title
+costs a bounded look-ahead, so a file of many titles parses in linear time."""
 
 
-def _matrix_after(lines: list[str], start: int) -> tuple[list[list[float]], int]:
-    """The 'Numa node' matrix that follows line ``start``: rows of '<node> v v v'."""
-    rows: list[list[float]] = []
-    i = start
-    while i < len(lines) and not re.match(r"\s*Numa node\s+[0-9]", lines[i]):
+def _header_after(lines: list[str], start: int, pattern: str) -> int | None:
+    """The index of the line matching ``pattern`` among the MLC_HEADER_WITHIN non-empty lines after ``start``."""
+    seen = 0
+    i = start + 1
+    while i < len(lines) and seen < MLC_HEADER_WITHIN:
+        if re.match(pattern, lines[i]):
+            return i
+        if lines[i].strip():
+            seen += 1
         i += 1
+    return None
+
+
+def _matrix_after(lines: list[str], start: int) -> list[list[float]]:
+    """The 'Numa node' matrix that follows the title on line ``start``: rows of '<node> v v v'."""
+    rows: list[list[float]] = []
+    i = _header_after(lines, start, r"\s*Numa node\s+[0-9]")
+    if i is None:
+        return rows
     i += 1
     while i < len(lines) and (m := re.fullmatch(rf"\s*[0-9]+((?:\s+{_NUM})+)\s*", lines[i])):
         rows.append([float(x) for x in m.group(1).split()])
         i += 1
-    return rows, i
+    return rows
 
 
 def _hitm_matrix(lines: list[str], start: int) -> float | None:
     """Mean of the off-diagonal numbers of an MLC c2c matrix ('-' on the diagonal)."""
     vals: list[float] = []
-    i = start + 1
-    while i < len(lines) and not lines[i].strip().startswith("Writer Numa Node"):
-        i += 1
+    i = _header_after(lines, start, r"\s*Writer Numa Node")
+    if i is None:
+        return None
     i += 1
     while i < len(lines) and (m := re.fullmatch(rf"\s*[0-9]+((?:\s+(?:{_NUM}|-))+)\s*", lines[i])):
         vals += [float(x) for x in m.group(1).split() if x != "-"]
         i += 1
     return float(np.mean(vals)) if vals else None
+
+
+def _loaded_after(lines: list[str], start: int) -> list[tuple[float, float]]:
+    """The (GB/s, ns) rows after an 'Inject Latency Bandwidth' header on line ``start``; blank, 'Delay' and '='
+    lines are skipped. The rows end at the next other line (the next header at the latest): linear in all."""
+    pts = []
+    i = start + 1
+    while i < len(lines):
+        row = lines[i]
+        if m := re.fullmatch(rf"\s*[0-9]+\s+({_NUM})\s+({_NUM})\s*", row):
+            pts.append((float(m.group(2)) / 1000, float(m.group(1))))
+        elif row.strip() and not row.strip().startswith(("Delay", "=")):
+            break
+        i += 1
+    return pts
 
 
 def _parse_mlc(text: str, source: str) -> Facts:
@@ -312,18 +344,12 @@ def _parse_mlc(text: str, source: str) -> Facts:
     for i, line in enumerate(lines):
         s = line.strip()
         if s.startswith("Measuring idle latencies"):
-            f.latency, _ = _matrix_after(lines, i)
+            f.latency = _matrix_after(lines, i)
         elif s.startswith("Measuring Memory Bandwidths between nodes"):
-            rows, _ = _matrix_after(lines, i)
+            rows = _matrix_after(lines, i)
             f.bandwidth = [[v / 1000 for v in r] for r in rows]
         elif re.match(r"Inject\s+Latency\s+Bandwidth", s):
-            pts = []
-            for row in lines[i + 1:]:
-                if m := re.fullmatch(rf"\s*[0-9]+\s+({_NUM})\s+({_NUM})\s*", row):
-                    pts.append((float(m.group(2)) / 1000, float(m.group(1))))
-                elif row.strip() and not row.strip().startswith(("Delay", "=")):
-                    break
-            f.loaded = pts
+            f.loaded = _loaded_after(lines, i)
         elif m := re.match(rf"ALL Reads\s*:\s*({_NUM})", s):
             f.all_reads_gbps = float(m.group(1)) / 1000
         elif m := re.match(rf"1:1 Reads-Writes\s*:\s*({_NUM})", s):
@@ -335,6 +361,11 @@ def _parse_mlc(text: str, source: str) -> Facts:
         elif s.startswith("Remote Socket L2->L2 HITM latency (data address homed in reader socket)"):
             f.c2c_remote_reader = _hitm_matrix(lines, i)
     return f
+
+
+MAX_HWLOC_DEPTH = 256
+"""The deepest nesting of <object> elements read from hwloc XML (a real topology nests fewer than 20:
+Machine, Package, groups, caches, Core, PU); deeper is refused with an error, not walked."""
 
 
 def _parse_hwloc(text: str, source: str) -> Facts:
@@ -352,26 +383,32 @@ def _parse_hwloc(text: str, source: str) -> Facts:
         what = f'<{el.tag} type="{el.get("type", "")[:40]}"> attribute {name}'
         return _int(el.get(name), source, what)
 
-    def walk(el, socket: int | None, node: int | None, core: int | None) -> None:
-        kind = el.get("type")
-        idx = el.get("os_index")
-        if kind == "Package" and idx is not None:
-            socket = attr(el, "os_index")
-        elif kind == "NUMANode" and idx is not None:
-            node = _node(attr(el, "os_index"), source)
-            if el.get("local_memory"):
-                f.node_memory_mb[node] = attr(el, "local_memory") / 2**20
-        elif kind == "Core" and idx is not None:
-            core = attr(el, "os_index")
-        elif kind == "PU" and idx is not None:
-            cpu = _cpu_id(attr(el, "os_index"), source)
-            if socket is not None:
-                f.cpu_socket[cpu] = socket
-                if core is not None:
-                    f.cpu_core[cpu] = (socket, core)
-        for child in el:
-            if child.tag == "object":
-                walk(child, socket, node, core)
+    def walk(top) -> None:
+        """Each <object> under ``top`` (pre-order, with an explicit stack) with the socket, node and core it is in."""
+        stack = [(top, None, None, None, 1)]
+        while stack:
+            el, socket, node, core, depth = stack.pop()
+            if depth > MAX_HWLOC_DEPTH:
+                raise error(source, f"<object> elements nested more than {MAX_HWLOC_DEPTH} levels deep: not an hwloc "
+                                    f"topology (lstopo writes fewer than 20 levels; numasim reads up to "
+                                    f"{MAX_HWLOC_DEPTH})")
+            kind = el.get("type")
+            idx = el.get("os_index")
+            if kind == "Package" and idx is not None:
+                socket = attr(el, "os_index")
+            elif kind == "NUMANode" and idx is not None:
+                node = _node(attr(el, "os_index"), source)
+                if el.get("local_memory"):
+                    f.node_memory_mb[node] = attr(el, "local_memory") / 2**20
+            elif kind == "Core" and idx is not None:
+                core = attr(el, "os_index")
+            elif kind == "PU" and idx is not None:
+                cpu = _cpu_id(attr(el, "os_index"), source)
+                if socket is not None:
+                    f.cpu_socket[cpu] = socket
+                    if core is not None:
+                        f.cpu_core[cpu] = (socket, core)
+            stack.extend((child, socket, node, core, depth + 1) for child in reversed(el) if child.tag == "object")
 
     for info in root.iter("info"):
         if info.get("name") == "CPUModel" and info.get("value"):
@@ -379,7 +416,7 @@ def _parse_hwloc(text: str, source: str) -> Facts:
             break
     for top in root.iter("object"):
         if top.get("type") == "Machine":
-            walk(top, None, None, None)
+            walk(top)
             break
     # hwloc 2 puts NUMA nodes beside the CPUs they serve (memory children): map CPUs by cpuset.
     for el in root.iter("object"):

@@ -26,6 +26,7 @@ def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:
     else:
         items = [s.strip() for s in str(text).split(",") if s.strip()]
     cpus: set[int] = set()
+    named = 0  # ids the items name, repeats counted: bounded before any range is built
     for item in items:
         m = _CPULIST_ITEM.match(item)
         if not m:
@@ -41,6 +42,10 @@ def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:
         first_out = lo if lo >= n_cpus else lo + -(-(n_cpus - lo) // step) * step
         if first_out <= hi:
             raise ValueError(f"CPU {first_out} is outside the machine: OS CPU ids are 0-{n_cpus - 1}")
+        named += len(range(lo, hi + 1, step))
+        if named > 2 * n_cpus:
+            raise ValueError(f"the cpulist names more than {2 * n_cpus:,} CPU ids (ranges that repeat?): the machine "
+                             f"has {n_cpus:,} CPUs")
         cpus.update(range(lo, hi + 1, step))
     if not cpus:
         raise ValueError("empty cpulist")

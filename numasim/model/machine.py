@@ -143,7 +143,7 @@ class MachineSpec(Spec):
     l2_kib: float = Field(default=256, ge=1, le=2**20, description="L2 cache per core, KiB")
     llc_mib_per_socket: float = Field(default=32, gt=0, le=2**16, description="last-level cache per socket, MiB")
     context_switch_ns: float = Field(default=2000, ge=0, le=1e7, description="direct cost of a context switch, ns")
-    sources: dict[str, str] = Field(default_factory=dict, description="where each constant comes from")
+    sources: dict[Text, Text] = Field(default_factory=dict, description="where each constant comes from")
 
     @property
     def n_nodes(self) -> int:
@@ -230,7 +230,11 @@ class MachineSpec(Spec):
                     f"cpu_numbering lists the node of each OS CPU: expected {self.n_cpus} "
                     f"entries, got {len(self.cpu_numbering)}"
                 )
-            counts = np.bincount(np.asarray(self.cpu_numbering), minlength=n)
+            bad = next((i for i, x in enumerate(self.cpu_numbering) if x >= n), None)
+            if bad is not None:
+                raise ValueError(f"cpu_numbering[{bad}]: node {self.cpu_numbering[bad]} does not exist; "
+                                 f"the nodes are 0-{n - 1}")
+            counts = np.bincount(np.asarray(self.cpu_numbering, dtype=np.int64), minlength=n)
             if len(counts) > n or np.any(counts != per_node):
                 raise ValueError(
                     f"cpu_numbering must name each node 0..{n - 1} exactly {per_node} times"

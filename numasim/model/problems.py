@@ -139,3 +139,18 @@ def validation_problems(exc: ValidationError, model: type[BaseModel], prefix: tu
             out.append(Problem(path, msg))
         last_union = union
     return out
+
+
+def policy_problems(cls: type, opts: Any, machine: Any, pods: list, where: str) -> list[Problem]:
+    """A policy class's own ``check()`` of its options, as problems at ``where`` (its options' path): a
+    check that raises, or returns anything but Problems, is the policy's error, named as such."""
+    name = getattr(cls, "name", cls.__name__)
+    try:
+        found = list(cls.check(opts, machine, pods))
+    except (Exception, SystemExit) as exc:
+        return [Problem(where, f"policy {name!r}: its check() raised {type(exc).__name__}: {str(exc)[:200]}")]
+    bad = next((p for p in found if not isinstance(p, Problem) or not isinstance(p.path, str)
+                or not isinstance(p.message, str)), None)
+    if bad is not None:
+        return [Problem(where, f"policy {name!r}: check() must return a list of Problem, got {str(bad)[:60]!r}")]
+    return [Problem(where + (("." + p.path) if p.path else ""), p.message) for p in found]

@@ -25,7 +25,7 @@ from ..policies.registry import get_policy
 from ..units import parse_duration
 from .machine import MAX_CPUS, Machine, MachineSpec, shared_machine
 from .yamlfile import MAX_DEPTH
-from .problems import fmt_path, validation_problems
+from .problems import fmt_path, policy_problems, validation_problems
 from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
 from .workload import PodSpec, WorkloadProfile
 
@@ -343,8 +343,8 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
                 continue
         m = own.machine if own is not None else machine
         if m is not None:
-            for p in cls.check(opts, m, list(own.spec.pods if own is not None else spec.pods)):
-                problems.append(Problem(fmt_path((f"policies[{i}]", "options")) + (("." + p.path) if p.path else ""), p.message))
+            problems.extend(policy_problems(cls, opts, m, list(own.spec.pods if own is not None else spec.pods),
+                                            fmt_path((f"policies[{i}]", "options"))))
         if own is None:
             variants.append(Variant(label, cls, opts))
         else:

@@ -52,7 +52,9 @@ class Spec(BaseModel):
 
 
 def _printable(text: str) -> str:
-    bad = next((ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t"), None)
+    bad = next((ch for ch in text if unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in "\n\t"), None)
+    if bad is not None and unicodedata.category(bad) == "Cs":
+        raise ValueError(f"contains the lone surrogate {bad!r}, which is no character; use printable text")
     if bad is not None:
         raise ValueError(f"contains the control character {bad!r} (an ANSI escape?); use printable text")
     return text

@@ -149,7 +149,7 @@ class WorkloadProfile(Spec):
     cache_footprint_mib: float = Field(
         default=1.0, ge=0, le=2**20, description="cache contents a thread must reload after it moves to another core"
     )
-    sources: dict[str, str] = Field(default_factory=dict, description="where each parameter comes from")
+    sources: dict[Text, Text] = Field(default_factory=dict, description="where each parameter comes from")
 
     @model_validator(mode="after")
     def _check_private(self) -> "WorkloadProfile":

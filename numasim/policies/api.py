@@ -128,7 +128,9 @@ class Admission:
     enforces a CPU limit with CFS bandwidth control: the pod's threads together
     may use ``cpu_quota`` x 100 ms of CPU time per 100 ms period, then wait for
     the next period (Documentation/scheduler/sched-bwc.rst). A rejected pod
-    never runs; ``reason`` is reported in the results.
+    never runs; ``reason`` is reported in the results. ``info`` is a note reported
+    with the pod's placement: plain JSON data (str keys; strings, finite numbers,
+    bools, None, lists, dicts), at most 65,536 characters as JSON.
     """
 
     accepted: bool = True

@@ -234,6 +234,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         now = sim.now
         pods, procs = sim.pods, sim.processes
         cpu_time = alive = miss = None  # read at the first open gate (nothing changes them during the tick)
+        active = sim.thread_active
         for proc in due:
             pod_index, members = procs[proc]
             if pods[pod_index].status != "running":
@@ -244,7 +245,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
                 self.next_scan[proc] = now + int(self.o.scan_delay_ms * MS)
                 if now < self.next_scan[proc]:
                     continue
-            runners = [t for t in members if sim.thread_active[t]]
+            runners = [t for t in members if active[t]]
             self.rng.shuffle(runners)
             if cpu_time is None:
                 cpu_time, alive, miss = sim.thread_cpu_time(), sim.thread_alive, sim.thread_miss_rate

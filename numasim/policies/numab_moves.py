@@ -64,11 +64,12 @@ class TaskMoves:
         out: list[Decision] = []
         # The tasks due to try, in the order they got statistics (found at once: nothing in the loop
         # changes another task's preferred node, activity or retry time).
-        m_due = due_tasks(self.t_order, self.t_pref, sim.thread_active, self.t_retry, self.t_period, sim.thread_cpu,
+        thread_cpu = sim.thread_cpu
+        m_due = due_tasks(self.t_order, self.t_pref, sim.thread_active, self.t_retry, self.t_period, thread_cpu,
                           self._cpu_node, now, self._due)
         for tid in self._due[:m_due].tolist():
             pref = int(self.t_pref[tid])
-            src_cpu = int(sim.thread_cpu[tid])
+            src_cpu = int(thread_cpu[tid])
             src = int(m.cpu_node[src_cpu])
             if ctx is None:
                 ctx = _MoveContext(np.array(sim.nr_running), {c: sim.runqueue(c) for c in range(m.n_cpus)}, set())

@@ -25,6 +25,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Taskset", "TasksetOptions"]
 
+MAX_CPUSET_IDS = 4_000_000  # CPU ids of the distinct cpulists, each a set kept in every simulation
+
+
+def _cpusets(cpus, n_cpus: int) -> list[frozenset[int]]:
+    """Each cpulist's CPU ids; a cpulist written twice is one set, shared."""
+    sets: dict[str, frozenset[int]] = {}
+    for c in cpus:
+        if repr(c) not in sets:
+            sets[repr(c)] = parse_cpulist(c, n_cpus)
+    return [sets[repr(c)] for c in cpus]
+
 
 class TasksetOptions(CFSOptions):
     """The cpulists and when they take effect."""
@@ -44,7 +55,7 @@ class Taskset(CFS):
 
     def __init__(self, options: TasksetOptions, machine, rng):
         super().__init__(options, machine, rng)
-        self.cpusets = [parse_cpulist(c, machine.n_cpus) for c in options.cpus]
+        self.cpusets = _cpusets(options.cpus, machine.n_cpus)
         self._count = 0
         self._pending: list[tuple[tuple[int, ...], frozenset[int]]] = []
         self._applied = options.at == 0
@@ -52,11 +63,21 @@ class Taskset(CFS):
     @classmethod
     def check(cls, options, machine, pods) -> list[Problem]:
         out = []
+        sets: dict[str, frozenset[int]] = {}
+        held = 0
         for i, c in enumerate(options.cpus):
+            if repr(c) in sets:
+                continue
             try:
-                parse_cpulist(c, machine.n_cpus)
+                sets[repr(c)] = parse_cpulist(c, machine.n_cpus)
             except ValueError as exc:
+                sets[repr(c)] = frozenset()
                 out.append(Problem(f"cpus[{i}]", str(exc)))
+            held += len(sets[repr(c)])
+            if held > MAX_CPUSET_IDS:
+                out.append(Problem(f"cpus[{i}]", f"the distinct cpulists up to here hold more than {MAX_CPUSET_IDS:,} "
+                                                 "CPU ids in all, each kept in every simulation; use fewer or shorter ones"))
+                break
         return out
 
     def admit(self, pod: "PodView", sim: "View") -> Admission:

@@ -171,7 +171,7 @@ class CpuRuntime:
         """The policy's idle balancing for ``cpu``, its decisions applied, if it can act
         (``Policy.idle_when``, :func:`numasim.sim.idle_pull.wants_idle`)."""
         if idle_pull.wants_idle(self._CI, self._ctl):
-            for d in self.policy.idle(cpu, self.view):
+            for d in self._decisions(self.policy.idle(cpu, self.view), "idle"):
                 self._apply(d)
 
     def _take_rules(self, ncpu: int) -> None:

@@ -7,8 +7,10 @@ methods share (see docs/architecture.md).
 from __future__ import annotations
 
 
+import json
 import math
 import numbers
+import unicodedata
 from typing import NoReturn
 
 import numpy as np
@@ -24,6 +26,8 @@ __all__ = ["Decisions", "MEMPOLICY_KINDS"]
 MEMPOLICY_KINDS = ("local", "preferred", "bind", "interleave")
 MAX_OVERHEAD = 100.0  # an overhead of 100 is 101 times longer
 MIN_COPY_GBPS, MAX_COPY_GBPS = 1e-3, 1e4  # a page copy's rate: 1 MB/s to 10 TB/s, as the policies' options
+MAX_REASON_CHARS = 1_000  # an Admission's reason, printed in the table
+MAX_INFO_CHARS = 65_536  # an Admission's info, as JSON: what a placement note needs, bounded for the results
 
 
 def _real(value: object) -> bool:
@@ -96,8 +100,16 @@ class Decisions:
             fail(f"admit() must return an Admission, got {type(adm).__name__}")
         if not isinstance(adm.accepted, (bool, np.bool_)) or not isinstance(adm.reason, str):
             fail("accepted must be True or False and reason a string")
+        if len(adm.reason) > MAX_REASON_CHARS or any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in adm.reason):
+            fail(f"reason must be printable text (no control characters) of at most {MAX_REASON_CHARS:,} characters")
         if not isinstance(adm.info, dict):
             fail("info must be a dict")
+        try:  # the results carry it into JSON: plain data only, and not without bound
+            size = len(json.dumps(adm.info, allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as exc:
+            fail(f"info must hold plain JSON data (str keys; str, finite numbers, bools, None, lists, dicts): {exc}")
+        if size > MAX_INFO_CHARS:
+            fail(f"info is {size:,} characters as JSON; at most {MAX_INFO_CHARS:,} a pod")
         if not adm.accepted:
             return adm
         if adm.affinity is not None and not isinstance(adm.affinity, (tuple, list)):
@@ -123,6 +135,15 @@ class Decisions:
         if aff is not None and cpu not in aff:
             raise PolicyError(self.policy.name, self.now, decision,
                               f"thread {tid} may not run on CPU {cpu} (affinity {sorted(aff)})")
+
+    def _decisions(self, value, method: str):
+        """What a policy's ``tick()`` or ``idle()`` returned, as an iterator of decisions (None: none)."""
+        if value is None:
+            return iter(())
+        if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+            raise PolicyError(self.policy.name, self.now, method,
+                              f"{method}() must return a list of decisions, got {type(value).__name__}")
+        return iter(value)
 
     def _apply_all(self, decisions) -> None:
         """Apply ``decisions`` in order; a run of charges brings its threads up to now together (one

@@ -422,7 +422,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
                 n_events += 1
         except NumasimError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # (a policy's sys.exit() is its failure, not the program's end)
             # simpy re-raises a copy of a process's exception, the original as its cause.
             original = exc.__cause__ if isinstance(exc.__cause__, type(exc)) else exc
             culprit = _policy_frame(original, type(self.policy))
@@ -455,7 +455,7 @@ class Simulation(Drivers, Decisions, CpuRuntime, Bandwidth, PageRuntime, Rates, 
                                   f"next_tick asked for more than {MAX_TICKS_PER_S:,} ticks a simulated second "
                                   "(counted from the start, with a first second's allowance)")
             yield self.env.timeout(max(when - self.now, 1))
-            self._apply_all(self.policy.tick(self.view))
+            self._apply_all(self._decisions(self.policy.tick(self.view), "tick"))
 
     def _event(self, kind: str, text: str) -> None:
         self.events.append((self.now, kind, text))
