@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import unicodedata
 import traceback
 
 from rich.console import Console
@@ -168,6 +169,13 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     return 0
 
 
+def _inert(text: str) -> str:
+    """``text`` with any character a terminal would act on (an escape, a carriage return) or could not
+    encode (a lone surrogate) written as its escape: an error may quote what the user typed."""
+    return "".join(ch.encode("unicode_escape").decode() if ch not in "\n\t" and unicodedata.category(ch) in
+                   ("Cc", "Cf", "Cs") else ch for ch in text)
+
+
 def _policy_files(scenario) -> list[str]:
     """The source files of a scenario's policy classes that are not numasim's own."""
     own = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -306,7 +314,7 @@ def _main(args) -> int:
         return _cmd_workloads(out)
     except NumasimError as exc:
         # soft_wrap: one message, not re-wrapped at the console width (it may be piped or grepped)
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {_inert(str(exc))}", markup=False, highlight=False, soft_wrap=True)
         if args.debug and exc.__cause__ is not None:
             err.print("".join(traceback.format_exception(exc.__cause__)), markup=False, highlight=False)
         return 2

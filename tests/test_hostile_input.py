@@ -609,6 +609,9 @@ def test_a_set_error_names_the_set(tmp_path, capsys):
     p = scenario(tmp_path)
     expect_error(capsys, ["validate", p, "--set", "duration=abc"], str(p), "duration",
                  "from --set duration=abc")
+    # a set that makes keys is blamed where the first one is refused
+    expect_error(capsys, ["validate", p, "--set", "nosuch.b.c=1"], str(p), "nosuch", "unknown key 'nosuch'",
+                 "from --set nosuch.b.c=1")
 
 
 def test_error_lists_are_capped_and_long_values_cut(tmp_path, capsys):
@@ -1012,3 +1015,9 @@ def test_a_sweep_that_would_copy_too_much_is_refused_before_any_copy(tmp_path):
     points = MAX_SWEEP_VALUES // values + 1
     with pytest.raises(ScenarioError, match="more than 10,000,000"):
         sweep(data, grid={"seed": list(range(1, points + 1))}, quiet=True)
+
+
+def test_an_error_that_quotes_the_user_shows_escapes_not_raw_control_characters(capsys):
+    assert main(["validation", "--only", "x\x1b[31m\ud800"]) == 2
+    err = capsys.readouterr().err
+    assert "x\\x1b[31m\\ud800" in err and "\x1b" not in err and "\ud800" not in err

@@ -90,6 +90,9 @@ BAD = [
     # Text a terminal would act on (an ANSI escape, a carriage return) is refused, not echoed.
     (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected printable text, got a string with control characters"),
     (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected printable text, got a string with control"),
+    (["runs", 0, "label"], "x\ud800", "runs[0].label: expected printable text"),  # a lone surrogate: no character
+    # Every series has one value a sample (a frame's columns): a short one used to fail in pandas.
+    (["runs", 0, "timeseries", "locality"], [], "runs[0].timeseries.locality: has 0 values for"),
 ]
 
 

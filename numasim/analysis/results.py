@@ -410,8 +410,11 @@ def _check_document(data: dict[str, Any]) -> None:
                 raise _Shape(f"{path}.timeseries.{key[:80]!r}", f"expected a list, got {_kind(values)}")
         for key in ("time_s", "throughput"):
             _numbers(series.get(key) or [], f"{path}.timeseries.{key}", null=True)
-        if len(series.get("throughput") or []) != len(series.get("time_s") or []):
-            raise _Shape(f"{path}.timeseries", "throughput and time_s have different lengths")
+        n_samples = len(series.get("time_s") or [])
+        for key, values in series.items():  # one value a sample in every series (a table's columns)
+            if len(values) != n_samples:
+                raise _Shape(f"{path}.timeseries.{key[:80]}", f"has {len(values):,} values for {n_samples:,} "
+                                                              "samples (time_s): every series has one a sample")
         seeds = _need(run, "seeds", path, "a list", optional=True) or []
         for j, seed in enumerate(seeds):
             if not isinstance(seed, int) or isinstance(seed, bool):

@@ -277,7 +277,10 @@ def _blame(problems: list[Problem], overrides: list[str] | tuple[str, ...]) -> l
     out = []
     for prob in problems:
         parts = [p for p in prob.path.replace("[", ".").replace("]", "").split(".") if p]
-        hit = next((item for sp, item in reversed(sets) if sp and parts[: len(sp)] == sp), None)
+        # the set's path leads to the field, or the field is on the set's path (a key the set made: a.b.c.d=1
+        # is refused at 'a')
+        hit = next((item for sp, item in reversed(sets)
+                    if sp and (parts[: len(sp)] == sp or (parts and sp[: len(parts)] == parts))), None)
         out.append(Problem(prob.path, f"{prob.message} (from --set {hit[:100]})") if hit else prob)
     return out
 
