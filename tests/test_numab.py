@@ -367,3 +367,27 @@ def test_who_faults_is_the_owner_or_numpys_choice_with_the_same_draws():
         assert counts.tolist() == np.bincount(np.array(valid, dtype=np.int64), minlength=12).tolist()
 
     check()
+
+
+def test_a_scans_migrations_take_free_memory_as_they_are_decided():
+    """Three private chunks on node 0 faulted from node 1, with room on node 1 for one: the first moves,
+    the other two fail (MIGRATE_FAIL, which doubles the scan period) instead of being decided and then
+    refused when the tick's moves apply; the account shows the chunk gone from node 0."""
+    from numasim.policies.api import CHUNK
+    from numasim.policies.numab_faults import ERA_61, faults
+
+    n = 3
+    c_tid, c_off, c_nid = np.zeros(n, np.int64), np.arange(n, dtype=np.int64), np.zeros(n, np.int64)
+    dst = np.empty(n, np.int64)
+    free = np.array([10 * CHUNK, CHUNK], dtype=np.int64)
+    loc = np.zeros((1, 3))
+    rate = np.full((2, 2), -1, dtype=np.int64)
+    rate[1] = 0
+    j = faults(0, c_tid, c_off, c_nid, dst, np.array([1]), np.array([True]), free, np.zeros(2, np.bool_),
+               np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([True]), np.zeros((1, 4)), np.zeros((1, 4)),
+               loc, np.zeros(1, np.int64), np.full(1, -1, np.int64), np.full(1, -1, np.int64), np.zeros((1, 2)),
+               np.zeros((1, 2)), np.zeros((1, 2), np.bool_), 0, 0, ERA_61, rate, 0, -1.0)
+    assert j == n
+    assert dst.tolist() == [1, -1, -1]
+    assert free.tolist() == [11 * CHUNK, 0]
+    assert loc[0].tolist() == [3.0, 0.0, 2.0]  # three remote faults, two failed migrations

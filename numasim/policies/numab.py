@@ -235,6 +235,9 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         pods, procs = sim.pods, sim.processes
         cpu_time = alive = miss = None  # read at the first open gate (nothing changes them during the tick)
         active = sim.thread_active
+        # Free memory as this tick's migrations leave it: what a tick decides applies when it ends, so its
+        # scans share one account (memory tiering's, when it is on, so that promotions count too).
+        free = None
         for proc in due:
             pod_index, members = procs[proc]
             if pods[pod_index].status != "running":
@@ -249,6 +252,7 @@ class NumaBalancing(ScanPeriod, TaskMoves):
             self.rng.shuffle(runners)
             if cpu_time is None:
                 cpu_time, alive, miss = sim.thread_cpu_time(), sim.thread_alive, sim.thread_miss_rate
+                free = self.tier.free if self.tier is not None else np.array(sim.node_free(), dtype=np.int64)
             for tid in runners:
                 task = self._task(tid)
                 if cpu_time[tid] > task.node_stamp + self.t_period[tid] * MS:
@@ -256,12 +260,12 @@ class NumaBalancing(ScanPeriod, TaskMoves):
                         self.t_period[tid] = self._scan_start(sim.process_memory(proc), tid)
                     task.node_stamp = cpu_time[tid]
                     self.next_scan[proc] = now + int(self.t_period[tid] * MS)
-                    out += self._scan(proc, members, mm, sim, miss, alive)
+                    out += self._scan(proc, members, mm, sim, miss, alive, free)
                     break
         return out
 
     # --------------------------------------------------------------- scan
-    def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive) -> list[Decision]:
+    def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive, free: np.ndarray) -> list[Decision]:
         self._last(sim.process_regions(proc))
         budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
         marked = self._next_chunks(mm, proc, sim, budget) if self.o.numa_balancing else self._next_slow(mm, proc, sim, budget)
@@ -280,11 +284,11 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         weights, cdf = self._weights[:k], self._cdf[:k]
         n_shared = scan_prep(c_rid, c_i, self.r_owner, self.r_last, tids, miss, alive, sim.thread_cpu, self._cpu_node,
                              c_owner, c_off, weights, self._cpu_nid)
-        # Nothing the scan decides applies before it ends: each thread's node, its memory policy
-        # and the nodes' free memory are the same at each of its faults.
+        # Nothing the scan decides applies before the tick ends: each thread's node and its memory
+        # policy are the same at each of its faults; free memory is the tick's account (``free``),
+        # which each migration decided updates.
         mp = sim.pods[int(sim.thread_pod[tids[0]])].mempolicy  # (a process's threads are one pod's)
         self._may[tids] = self._may_move_to(mp, self._cpu_nid[tids])
-        free = sim.node_free()
         # Who faults each chunk: its owner for private memory (none if it died); for shared memory one
         # of the process's threads, in proportion to its misses (none if no thread misses).
         wsum = float(weights.sum())
@@ -406,6 +410,8 @@ class NumaBalancing(ScanPeriod, TaskMoves):
         if migrate:
             if free[cpu_nid] >= CHUNK and within_rate_limit(self.rate, cpu_nid, sim.now // (100 * MS), self.rate_limit):
                 dst = cpu_nid
+                free[cpu_nid] -= CHUNK
+                free[mem_nid] += CHUNK
                 mem_nid = cpu_nid
             else:
                 self.t_loc[tid, 2] += 1  # MIGRATE_FAIL: the scan period will double

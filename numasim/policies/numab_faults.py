@@ -179,7 +179,8 @@ def faults(j, c_tid, c_off, c_nid, dst_out, cpu_nid, may, free, slow, l_tid, l_n
     """Fault the marked chunks from ``j`` on (thread ``c_tid``, -1: none; its last-fault slot ``c_off``;
     its node ``c_nid``), writing the node each moves to (``dst_out``, -1: stays); returns the first
     chunk left to Python, or the number of chunks. ``cpu_nid``, ``may``: each thread's node and
-    whether its memory policy lets its pages move there; ``free``: each node's free bytes; ``known``:
+    whether its memory policy lets its pages move there; ``free``: each node's free bytes, as the
+    tick's migrations so far leave them (updated by each one decided here); ``known``:
     whether a thread has statistics yet (its first fault creates them, in Python)."""
     n = c_tid.size
     while j < n:
@@ -215,6 +216,8 @@ def faults(j, c_tid, c_off, c_nid, dst_out, cpu_nid, may, free, slow, l_tid, l_n
         if migrate:
             if free[nid] >= CHUNK and within_rate_limit(rate, nid, window, limit):
                 dst = nid
+                free[nid] -= CHUNK  # (the tick's one account: a later fault sees the room this one took)
+                free[mem_nid] += CHUNK
                 mem_nid = nid
             else:
                 loc[tid, 2] += 1.0  # MIGRATE_FAIL: the scan period will double
