@@ -117,6 +117,9 @@ DOMAIN_BYTES_PER_CPU = 64  # a CPU of one node's span at one NUMA level (policie
 # each SLA level's) and its two rows of random numbers drawn ahead for arrivals (2 x 1,024 floats).
 HISTOGRAM_BYTES = 4096 * 4
 POD_DRAW_BYTES = 2 * 1024 * 8
+# A CPU id in a cpuset (a frozenset of ints) a policy keeps: 96 bytes measured (tracemalloc, 50 sets of 2,048
+# ids above 256, so each int is an object of its own; smaller ids are shared, so this errs high).
+CPUSET_BYTES_PER_ID = 96.0
 SAMPLED_PER_THREAD = 16 + 1  # counters sampled per thread, plus its row of per-node misses per node
 DEFAULT_MAX_WORK_S = 4 * 3600.0  # estimated CPU time above which a run needs --max-work
 MAX_MEMORY_BYTES = 8 * 2**30  # estimated memory of one simulation above which it is refused
@@ -227,9 +230,28 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
         kept += copies * rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES)  # its first seed's, in the result
         memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0 + _domain_bytes(machine)
-                     + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES))
+                     + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES)
+                     + _cpuset_ids(v.options, machine.n_cpus) * CPUSET_BYTES_PER_ID)
     return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s + quota_s + arrival_s,
                     run_memory_bytes=memory, sample_seconds=sample_s, kept_bytes=kept)
+
+
+def _cpuset_ids(options, n_cpus: int) -> int:
+    """CPU ids in the distinct cpulists of a policy's ``cpus`` option (taskset's), each a set every simulation
+    keeps (a list written twice is one set); 0 for a policy without one."""
+    from .model.cpulist import parse_cpulist
+
+    cpus = getattr(options, "cpus", None)
+    if not isinstance(cpus, list):
+        return 0
+    distinct = {repr(c): c for c in cpus}
+    ids = 0
+    for c in distinct.values():
+        try:
+            ids += len(parse_cpulist(c, n_cpus))
+        except ValueError:
+            pass  # (refused by the policy's check)
+    return ids
 
 
 def _ours(v: Variant) -> bool:

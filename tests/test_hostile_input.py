@@ -1021,3 +1021,23 @@ def test_an_error_that_quotes_the_user_shows_escapes_not_raw_control_characters(
     assert main(["validation", "--only", "x\x1b[31m\ud800"]) == 2
     err = capsys.readouterr().err
     assert "x\\x1b[31m\\ud800" in err and "\x1b" not in err and "\ud800" not in err
+
+
+def test_the_estimate_counts_the_cpusets_a_policy_keeps():
+    # 20,000 distinct cpulists of a 44-CPU machine: the sets are kept in every simulation, so the memory
+    # the estimate gives grows by about 96 bytes an id (a list written twice counts once).
+    from numasim.budget import CPUSET_BYTES_PER_ID
+
+    def memory(cpus):
+        data = copy.deepcopy(BASE)
+        data["policies"] = [{"label": "t", "policy": "taskset", "options": {"cpus": cpus}}]
+        data["baseline"] = "t"
+        s = from_dict(data)
+        return estimate(s, list(s.variants), None, False).run_memory_bytes
+
+    n = from_dict(copy.deepcopy(BASE)).machine.n_cpus
+    one = memory(["0"])
+    same = memory(["0"] * 5000)
+    distinct = memory([[0, k] for k in range(1, n)] * 2)  # (as lists: each distinct by how it is written)
+    assert same == one
+    assert distinct - one == pytest.approx((2 * (n - 1) - 1) * CPUSET_BYTES_PER_ID)
