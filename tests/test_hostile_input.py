@@ -1041,3 +1041,22 @@ def test_the_estimate_counts_the_cpusets_a_policy_keeps():
     distinct = memory([[0, k] for k in range(1, n)] * 2)  # (as lists: each distinct by how it is written)
     assert same == one
     assert distinct - one == pytest.approx((2 * (n - 1) - 1) * CPUSET_BYTES_PER_ID)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_nobody_writes_to_is_read_as_empty_not_waited_on(tmp_path):
+    import subprocess
+
+    fifo = tmp_path / "s.yaml"
+    os.mkfifo(fifo)
+    # (a blocking open waited for a writer for ever: the timeout would fail the test)
+    done = subprocess.run([sys.executable, "-m", "numasim", "validate", str(fifo)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "the scenario is empty" in done.stderr and "Traceback" not in done.stderr
+    # a pipe whose writer is there is read to its end, as it writes
+    code = "import sys, time; time.sleep(1); sys.stdout.write(open(sys.argv[1]).read())"
+    with subprocess.Popen([sys.executable, "-c", code, str(scenario(tmp_path, name="real.yaml"))],
+                          stdout=subprocess.PIPE) as writer:
+        read = subprocess.run([sys.executable, "-m", "numasim", "validate", "/dev/stdin"], stdin=writer.stdout,
+                              capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr

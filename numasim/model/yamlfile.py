@@ -17,6 +17,7 @@ What a scenario file may not do, and why it is refused rather than read:
 from __future__ import annotations
 
 import os
+import select
 import stat
 from pathlib import Path
 from typing import Any
@@ -166,8 +167,11 @@ def read_text(path: str | Path, kind: str, max_bytes: int = MAX_BYTES, encoding:
             raise ScenarioError(Problem("", f"is a directory, expected {kind}"), source=source)
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
             raise ScenarioError(Problem("", f"is a device or socket, expected {kind}"), source=source)
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)
+        if stat.S_ISFIFO(mode):
+            raw = _read_pipe(path, max_bytes + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(max_bytes + 1)
     except FileNotFoundError:
         raise ScenarioError(Problem("", "file not found"), source=source) from None
     except OSError as exc:
@@ -178,6 +182,29 @@ def read_text(path: str | Path, kind: str, max_bytes: int = MAX_BYTES, encoding:
         return raw.decode(encoding)
     except UnicodeDecodeError:
         raise ScenarioError(Problem("", "not a UTF-8 text file"), source=source) from None
+
+
+def _read_pipe(path: str | Path, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the pipe ``path``, to its end. Opened without waiting for a writer: a named
+    pipe nobody writes to reads as empty at once (a blocking open would wait for ever), while a pipe whose
+    writer is there (``<(cmd)``) is read as the writer goes, until it closes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size < limit:
+            try:  # with no writer, the end at once; with one that has not written yet, wait for it
+                chunk = os.read(fd, min(1 << 20, limit - size))
+            except BlockingIOError:
+                select.select([fd], [], [])
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def read_yaml(path: Path) -> Any:
