@@ -239,19 +239,15 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
 def _cpuset_ids(options, n_cpus: int) -> int:
     """CPU ids in the distinct cpulists of a policy's ``cpus`` option (taskset's), each a set every simulation
     keeps (a list written twice is one set); 0 for a policy without one."""
-    from .model.cpulist import parse_cpulist
+    from .model.cpulist import distinct_cpulists
 
     cpus = getattr(options, "cpus", None)
     if not isinstance(cpus, list):
         return 0
-    distinct = {repr(c): c for c in cpus}
-    ids = 0
-    for c in distinct.values():
-        try:
-            ids += len(parse_cpulist(c, n_cpus))
-        except ValueError:
-            pass  # (refused by the policy's check)
-    return ids
+    try:
+        return sum(map(len, distinct_cpulists(cpus, n_cpus).values()))
+    except ValueError:
+        return 0  # (a malformed list: the policy's check refuses the scenario)
 
 
 def _ours(v: Variant) -> bool:

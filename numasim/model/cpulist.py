@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_cpulist"]
+__all__ = ["parse_cpulist", "distinct_cpulists"]
 
 _CPULIST_ITEM = re.compile(r"^([0-9]{1,9})(?:-([0-9]{1,9})(?::([0-9]{1,9}))?)?$")  # ASCII digits only, as the kernel
 
@@ -50,3 +50,13 @@ def parse_cpulist(text: str | int | list[int], n_cpus: int) -> frozenset[int]:
     if not cpus:
         raise ValueError("empty cpulist")
     return frozenset(cpus)
+
+
+def distinct_cpulists(cpulists: list, n_cpus: int) -> dict[str, frozenset[int]]:
+    """Each distinct cpulist of ``cpulists`` (by how it is written) and its CPU ids: a list written twice
+    is parsed once and is one set."""
+    sets: dict[str, frozenset[int]] = {}
+    for c in cpulists:
+        if repr(c) not in sets:
+            sets[repr(c)] = parse_cpulist(c, n_cpus)
+    return sets

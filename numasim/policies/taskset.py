@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, StrictInt
 
 from ..errors import Problem
-from ..model.cpulist import parse_cpulist
+from ..model.cpulist import distinct_cpulists, parse_cpulist
 from ..model.spec import Duration
 from .api import Admission, Decision, SetAffinity
 from .cfs import CFS, CFSOptions
@@ -30,10 +30,7 @@ MAX_CPUSET_IDS = 4_000_000  # CPU ids of the distinct cpulists, each a set kept 
 
 def _cpusets(cpus, n_cpus: int) -> list[frozenset[int]]:
     """Each cpulist's CPU ids; a cpulist written twice is one set, shared."""
-    sets: dict[str, frozenset[int]] = {}
-    for c in cpus:
-        if repr(c) not in sets:
-            sets[repr(c)] = parse_cpulist(c, n_cpus)
+    sets = distinct_cpulists(cpus, n_cpus)
     return [sets[repr(c)] for c in cpus]
 
 
