@@ -6,7 +6,7 @@ the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread pods 
 cores 88), so 100 is used; the scheduler's tick (``hz`` a second; a policy from outside numasim
 the 10,000 a second it may ask for at most), the rate solve's refresh (every 25 ms) and each
 sample are an event too. An event costs 17-41 us of CPU on the
-benchmark machine (docs/performance.md), so 40 is used. The periodic balancer's work grows
+benchmark machine (docs/performance-history.md), so 40 is used. The periodic balancer's work grows
 with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated
 second per CPU and level over the shipped scenarios (session 22; the most on the 112-CPU k8s
 host, then cxl-tiering's 224 CPUs), 0.45 ms with two threads pinned to each of half the cores

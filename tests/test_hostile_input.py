@@ -237,7 +237,7 @@ def test_subnormal_workload_values_are_costed_not_a_crash(workload):
 
 def test_the_estimate_errs_high_on_the_reference_scenario():
     # Pacific's default run is 24 simulations of 80 threads, the first seed's going on to climb
-    # 4 SLA levels; measured at 117 s on 2 cores (docs/performance.md), under 4 CPU minutes:
+    # 4 SLA levels; measured at 117 s on 2 cores (docs/performance-history.md), under 4 CPU minutes:
     # the estimate must not be below that.
     s = load("scenarios/pacific.yaml")
     est = estimate(s, list(s.variants), None, True)

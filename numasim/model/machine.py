@@ -30,7 +30,7 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 # Lines one thread keeps in flight streaming where the machine does not say (thread_mlp): Little's law
 # on about 12 GB/s per core at about 85 ns (a Skylake-like core; the v1 stream preset's mlp).
 STREAM_MLP = 16.0
-MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance.md)
+MAX_CPUS = 65_536  # 64 sockets x 1,024 cores: built in 35 s and 400 MB (docs/performance-history.md)
 # Route entries (node pairs x links crossed): 64 sockets x 16 nodes all joined directly make 1.05 M,
 # built in 2.6 s; a 64-socket ring of 16-node sockets would make 16.8 M (31 s, 1.15 GB).
 MAX_ROUTE_ENTRIES = 2_097_152

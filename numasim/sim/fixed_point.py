@@ -3,7 +3,7 @@
 :mod:`numasim.sim.perf` states the equations and prepares the arrays; this module runs the
 damped iteration over them with numba (``@njit``): a handful of nodes and links and up to a
 few thousand threads make arrays too small for numpy's cost per call, which was most of a
-solve's time (docs/performance.md). The chiplet links' M/D/1 waits (:func:`link_waits`) and
+solve's time (docs/performance-history.md). The chiplet links' M/D/1 waits (:func:`link_waits`) and
 the locks' mean value analysis (:func:`lock_waits`) are solved here too, at each step of the
 iteration. Its input of where each thread's misses go (:func:`access_rows`) is compiled here too,
 without allocation (:func:`numasim.jit.kernel`). With ``NUMBA_DISABLE_JIT=1`` the same code runs

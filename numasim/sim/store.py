@@ -3,7 +3,7 @@
 Each field is a row of a buffer of one type (float64, int64 or a flag byte). The
 event path reads and writes one value at a time through a ``memoryview`` of its row,
 which returns plain Python numbers at close to a list's cost (a numpy scalar costs
-several times more: docs/performance.md); code that works on many threads at once,
+several times more: docs/performance-history.md); code that works on many threads at once,
 the policies' View and compiled kernels see the same memory as numpy arrays
 (:attr:`Store.f`, :attr:`Store.i`, :attr:`Store.b`), with no copy to keep in step.
 """
