@@ -95,8 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Simulate every case of the validation suite (published hardware results, each a ratio between "
                     "two configurations of one machine) and print published, predicted, error and whether it is "
                     "within the case's band and on the right side of 1. Exit status 1 if any case is outside its "
-                    "band. Example: numasim validation --only mlc-2to1-vs-reads-clx --json validation.json")
-    val.add_argument("--only", action="append", metavar="ID", help="run only this case; repeatable")
+                    "band. Example: numasim validation --only mlc-2to1-vs-reads-clx --json validation.json. "
+                    "A case of your own (a published or measured result, in the shipped cases' format: "
+                    "docs/validation.md, 'Cases of your own'): numasim validation --case mine.yaml")
+    val.add_argument("--only", action="append", metavar="ID", help="run only this shipped case; repeatable")
+    val.add_argument("--case", action="append", default=[], metavar="FILE",
+                     help="also run this case file of your own (repeatable); with --case, the shipped cases run "
+                          "only as --only names them")
     val.add_argument("--json", metavar="FILE", help="write the results as JSON ({cases: [...], mape_pct})")
     val.add_argument("--workers", type=_workers, default=0, help="processes (default: one per CPU)")
     val.add_argument("--list", action="store_true", help="list the cases and exit")

@@ -260,19 +260,19 @@ def _cmd_compare(args, out: Console, err: Console) -> int:
 def _cmd_validation(args, out: Console, err: Console) -> int:
     from . import validation
 
+    cases = validation.load_cases(args.only, args.case)
     if args.list:
         table = Table(title="validation cases")
         for col in ("id", "mechanism", "machine", "published", "band %", "title"):
             table.add_column(col)
-        for c in validation.load_cases(args.only):
+        for c in cases:
             table.add_row(c.id, c.mechanism, c.machine_family, f"{c.published:.3f}", f"{c.band_pct:g}", c.title)
         out.print(table)
         return 0
     if args.json:
-        check_target(args.json, "--json")
-    cases = validation.load_cases(args.only)
+        check_target(args.json, "--json", inputs=tuple(args.case))
     done = []
-    results = validation.run_suite(args.only, workers=args.workers,
+    results = validation.run_suite(workers=args.workers, cases=cases,
                                    on_done=lambda cid: done.append(cid) or err.print(
                                        f"finished {cid} ({len(done)}/{len(cases)})", highlight=False))
     table = Table(title="numasim validation: published versus predicted")

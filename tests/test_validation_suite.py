@@ -60,3 +60,60 @@ def test_list_names_every_case(capsys):
     assert main(["validation", "--list"]) == 0
     out = capsys.readouterr().out
     assert all(c.id[:20] in out for c in validation.load_cases())
+
+
+def _own_case(tmp_path, **changes):
+    """The mlc-3to1-vs-reads-clx case as a file of the user's own, with ``changes``."""
+    from numasim.model.yamlfile import read_yaml
+    import yaml
+
+    data = read_yaml(validation._cases_dir() / "mlc-3to1-vs-reads-clx.yaml")
+    data.update({"id": "my-mix", "title": "my measurement", **changes})
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_a_case_of_your_own_runs_alone_and_beside_shipped_ones(tmp_path, capsys):
+    mine = _own_case(tmp_path, published=0.95)
+    out = tmp_path / "v.json"
+    assert main(["validation", "--case", str(mine), "--workers", "1", "--json", str(out)]) in (0, 1)
+    (own,) = json.loads(out.read_text())["cases"]  # with --case alone the shipped cases stay out
+    (shipped,) = validation.run_suite(["mlc-3to1-vs-reads-clx"], workers=1)
+    assert own["id"] == "my-mix" and own["published"] == 0.95
+    assert own["predicted"] == pytest.approx(shipped.predicted, rel=1e-9)  # the same scenario, the same figure
+    assert own["error_pct"] == pytest.approx(100 * (own["predicted"] / 0.95 - 1))
+    assert main(["validation", "--case", str(mine), "--only", "mlc-3to1-vs-reads-clx", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "my-mix" in listed and "mlc-3to1-vs-reads-clx" in listed and "mlc-2to1" not in listed
+
+
+def test_a_bad_case_of_your_own_names_its_file_and_fields(tmp_path, capsys):
+    scenario = _own_case(tmp_path).read_text(encoding="utf-8")
+    import yaml
+
+    data = yaml.safe_load(scenario)
+    del data["published"]
+    data["band_pct"] = "wide"
+    data["scenario"]["pods"][0]["memory"] = 42
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert main(["validation", "--case", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "published: required field is missing" in err and "band_pct" in err
+    data = yaml.safe_load(scenario)
+    data["scenario"]["pods"][0]["memory"] = 42
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert main(["validation", "--case", str(bad)]) == 2  # the scenario's fields, under scenario.
+    assert "scenario.pods[0].memory" in capsys.readouterr().err
+    data = yaml.safe_load(scenario)
+    data["numerator"] = "nope"
+    bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert main(["validation", "--case", str(bad)]) == 2
+    assert "numerator: no variant 'nope'" in capsys.readouterr().err
+    twin = _own_case(tmp_path, id="mlc-3to1-vs-reads-clx")
+    assert main(["validation", "--case", str(twin), "--only", "mlc-3to1-vs-reads-clx"]) == 2
+    assert "also in the shipped suite" in capsys.readouterr().err
+    bad.write_text("- a list\n", encoding="utf-8")
+    assert main(["validation", "--case", str(bad)]) == 2
+    assert "must be a mapping" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from ..jobs import Job, run_jobs, worker_count
 from ..model.spec import Spec, Text
 from ..model.yamlfile import read_yaml
 
-__all__ = ["Case", "CaseResult", "load_cases", "run_suite", "suite_json"]
+__all__ = ["Case", "CaseResult", "load_case_file", "load_cases", "run_suite", "suite_json"]
 
 Mechanism = Literal["pinning", "bandwidth", "writes", "mlp", "smt", "coherence", "interconnect", "tiers",
                     "virtualisation", "load-balancing", "numa-balancing"]
@@ -73,14 +73,46 @@ def _cases_dir() -> Path:
     return Path(str(resources.files("numasim.validation") / "cases"))
 
 
-def load_cases(only: list[str] | None = None) -> list[Case]:
-    """The suite's cases, sorted by id; ``only`` keeps those ids (unknown ids are an error)."""
+def load_case_file(path: str | Path) -> Case:
+    """A case file of the user's own, in the shipped cases' format: its errors are input errors,
+    named by the file and the field (its scenario's fields under ``scenario.``)."""
+    from pydantic import ValidationError
+
+    from ..model.problems import validation_problems
+
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        got = "nothing" if data is None else type(data).__name__
+        raise ScenarioError(Problem("", f"a validation case must be a mapping of keys (id, title, mechanism, "
+                                        f"source, published, band_pct, scenario, ...), got {got}"), source=str(path))
+    try:
+        case = Case.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(validation_problems(exc, Case), source=str(path)) from None
+    try:
+        _scenario(case, source=str(path))
+    except ScenarioError as exc:
+        raise ScenarioError([Problem(_under("scenario", p.path) if p.path not in ("numerator", "denominator")
+                                     else p.path, p.message) for p in exc.problems], source=str(path)) from None
+    return case
+
+
+def _under(prefix: str, path: str) -> str:
+    return prefix if not path else f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
+
+
+def load_cases(only: list[str] | None = None, files: list[str | Path] | tuple = ()) -> list[Case]:
+    """The shipped cases, sorted by id, and the case files ``files`` of the user's own. ``only`` keeps
+    those shipped ids (unknown ids are an error); with ``files`` and no ``only``, the shipped cases are
+    left out. Two cases with one id are an error."""
     cases = []
-    for path in sorted(_cases_dir().glob("*.yaml")):
-        try:
-            cases.append(Case.model_validate(read_yaml(path)))
-        except Exception as exc:  # a broken case file is a bug of numasim, not of the user's input
-            raise ScenarioError(Problem("", f"validation case {path.name}: {exc}"), source=str(path)) from exc
+    if only or not files:
+        for path in sorted(_cases_dir().glob("*.yaml")):
+            try:
+                cases.append(Case.model_validate(read_yaml(path)))
+            except Exception as exc:  # a broken case file is a bug of numasim, not of the user's input
+                raise ScenarioError(Problem("", f"validation case {path.name}: {exc}"), source=str(path)) from exc
     if only:
         known = {c.id for c in cases}
         unknown = [i for i in only if i not in known]
@@ -92,18 +124,27 @@ def load_cases(only: list[str] | None = None) -> list[Case]:
             raise ScenarioError(Problem("--only", f"no validation case {', '.join(unknown)}; {hint}"
                                                   f"numasim validation --list names all {len(known)}"))
         cases = [c for c in cases if c.id in only]
+    seen = {c.id: "the shipped suite" for c in cases}
+    for path in files:
+        case = load_case_file(path)
+        if case.id in seen:
+            raise ScenarioError(Problem("id", f"case {case.id!r} is also in {seen[case.id]}; each case needs an id "
+                                              "of its own"), source=str(path))
+        seen[case.id] = str(path)
+        cases.append(case)
     return cases
 
 
-def _scenario(case: Case):
+def _scenario(case: Case, source: str | None = None):
     from ..model.scenario import from_dict
 
-    scenario = from_dict(case.scenario, source=f"validation case {case.id}")
+    source = source or f"validation case {case.id}"
+    scenario = from_dict(case.scenario, source=source)
     labels = {v.label for v in scenario.variants}
     for which in ("numerator", "denominator"):
         if getattr(case, which) not in labels:
             raise ScenarioError(Problem(which, f"no variant {getattr(case, which)!r}; the scenario has "
-                                                f"{', '.join(sorted(labels))}"), source=f"validation case {case.id}")
+                                                f"{', '.join(sorted(labels))}"), source=source)
     return scenario
 
 
@@ -135,9 +176,11 @@ def _result(case: Case, num: float, den: float) -> CaseResult:
                       within=abs(error) <= case.band_pct, direction_ok=direction)
 
 
-def run_suite(only: list[str] | None = None, workers: int = 0, on_done=None) -> list[CaseResult]:
-    """Run the cases (all, or ``only`` those ids), in parallel over ``workers`` processes (0: one per CPU)."""
-    cases = load_cases(only)
+def run_suite(only: list[str] | None = None, workers: int = 0, on_done=None,
+              cases: list[Case] | None = None) -> list[CaseResult]:
+    """Run the cases (all shipped ones, ``only`` those ids, or ``cases`` as :func:`load_cases` gave
+    them), in parallel over ``workers`` processes (0: one per CPU)."""
+    cases = load_cases(only) if cases is None else cases
     for case in cases:  # every scenario is checked before anything runs
         _scenario(case)
     values: dict[str, tuple[float, float]] = {}
