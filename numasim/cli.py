@@ -28,8 +28,8 @@ from .runner import check_seed, run
 from .model.presets import load_preset, machine_preset, preset_names
 from .model.scenario import load
 from .cli_parser import _parser
-from .cli_tools import (_budget_limits, _cmd_calibrate, _cmd_compare, _cmd_k8s, _cmd_machine, _cmd_sweep,
-                        _cmd_validation, _machine_arg)
+from .cli_tools import (_budget_limits, _cmd_calibrate, _cmd_compare, _cmd_k8s, _cmd_machine, _cmd_policy,
+                        _cmd_preset, _cmd_sweep, _cmd_validation, _machine_arg)
 
 __all__ = ["main"]
 
@@ -306,7 +306,9 @@ def _main(args) -> int:
         if args.command == "validation":
             return _cmd_validation(args, out, err)
         if args.command == "policies":
-            return _cmd_policies(out)
+            return _cmd_policy(args.name, out) if args.name else _cmd_policies(out)
+        if args.command in ("machines", "workloads") and args.name:
+            return _cmd_preset(args.command, args.name, out)
         if args.command == "machines":
             return _cmd_machines(out)
         if args.command == "schema":

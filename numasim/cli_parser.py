@@ -198,19 +198,27 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("a", metavar="A.json")
     cmp_.add_argument("b", metavar="B.json")
 
-    sub.add_parser("policies", help="list the available policies",
-                   description="List the policies a scenario's variants can name: the built-in ones and those "
-                               "installed by packages (entry point group numasim.policies), with what each does. "
-                               "A policy class in a file needs no packaging: numasim run SCENARIO --policy-file "
-                               "mine.py:MyPolicy. Example: numasim policies")
-    sub.add_parser("machines", help="list the machine presets",
-                   description="List the machine presets (sockets, nodes, cores, SMT, frequency, memory, latencies "
-                               "and bandwidths); a scenario names one as machine: NAME or machine: {preset: NAME, "
-                               "...overrides}. Example: numasim machines")
-    sub.add_parser("workloads", help="list the workload presets",
-                   description="List the workload presets (cycles and DRAM misses per operation, memory-level "
-                               "parallelism, sharing, requests); a scenario's pod names one as profile: NAME, or "
-                               "a workload under workloads: starts from one with base: NAME. Example: numasim workloads")
+    pp = sub.add_parser("policies", help="list the available policies, or show one's options",
+                        description="List the policies a scenario's variants can name: the built-in ones and those "
+                                    "installed by packages (entry point group numasim.policies), with what each does. "
+                                    "A policy class in a file needs no packaging: numasim run SCENARIO --policy-file "
+                                    "mine.py:MyPolicy. With NAME: each option, its default, what it is and where the "
+                                    "default comes from. Example: numasim policies cfs")
+    pp.add_argument("name", nargs="?", help="a policy whose options to show")
+    mp = sub.add_parser("machines", help="list the machine presets, or show one with the source of each value",
+                        description="List the machine presets (sockets, nodes, cores, SMT, frequency, memory, "
+                                    "latencies and bandwidths); a scenario names one as machine: NAME or machine: "
+                                    "{preset: NAME, ...overrides}. With NAME: every value of that preset, what kind of "
+                                    "figure it is (measured, derived, assumed, calibrated, ...) and its source. "
+                                    "Example: numasim machines epyc-7763-nps1")
+    mp.add_argument("name", nargs="?", help="a preset to show value by value, with sources")
+    wp = sub.add_parser("workloads", help="list the workload presets, or show one with the source of each value",
+                        description="List the workload presets (cycles and DRAM misses per operation, memory-level "
+                                    "parallelism, sharing, requests); a scenario's pod names one as profile: NAME, or "
+                                    "a workload under workloads: starts from one with base: NAME. With NAME: every "
+                                    "value of that preset, what kind of figure it is and its source. "
+                                    "Example: numasim workloads specjbb2005")
+    wp.add_argument("name", nargs="?", help="a preset to show value by value, with sources")
     sch = sub.add_parser(
         "schema", help="write the scenario file's JSON schema, for editors that check and complete YAML",
         description="Write the JSON schema (draft 2020-12) of a scenario file: every field, its type, bounds, default "

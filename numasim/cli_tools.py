@@ -1,5 +1,6 @@
 """The command line's tool subcommands: ``machine import``, ``k8s import``, ``sweep``, ``calibrate``,
-``compare`` and ``validation``; and ``--machine`` (a preset or a machine file) for ``run``.
+``compare``, ``validation`` and ``machines NAME`` / ``workloads NAME`` / ``policies NAME``; and ``--machine`` (a preset or
+a machine file) for ``run``.
 
 Part of the command line (:mod:`numasim.cli` parses the arguments, dispatches and prints errors).
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -289,3 +291,72 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
     if args.json:
         write_all([(args.json, json.dumps(data, indent=2), "--json")])
     return 0 if all(r.within for r in results) else 1
+
+
+# What kind of figure a preset's value is, read from how its source starts (the presets' own words).
+SOURCE_KINDS = ("measured", "calibrated", "derived", "expectation", "stand-in", "proxy", "assumed", "configuration")
+
+
+def source_kind(source: str) -> str:
+    """``measured``, ``calibrated``, ... as the source's opening words say (the first such word in
+    its first 80 characters: "as java-transactions, CALIBRATED on ..."); ``cited`` when it only gives
+    where the figure comes from (a URL, or a pointer to one given for another value); else ``-``."""
+    text = source.lower()
+    found = [(m.start(), kind) for kind in SOURCE_KINDS
+             if (m := re.search(rf"\b{kind}\b", text[:80])) is not None]
+    if found:
+        return min(found)[1]
+    return "cited" if "http" in text or "url as" in text else "-"
+
+
+def _cmd_preset(kind: str, name: str, out: Console) -> int:
+    """``numasim machines NAME`` / ``workloads NAME``: each value of the preset, its kind and its source."""
+    from collections import Counter
+
+    from .model.presets import load_preset
+
+    data = load_preset(kind, name)
+    sources = data.pop("sources", {}) or {}
+    data.pop("name", None)
+    description = data.pop("description", "")
+    table = Table(title=f"{kind[:-1]} preset {name}: {description}", show_lines=True)
+    for col, ratio in (("field", 3), ("value", 3), ("kind", 2), ("source", 12)):
+        table.add_column(col, ratio=ratio, overflow="fold")
+    kinds: Counter[str] = Counter()
+    for key, value in data.items():
+        shown = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        source = str(sources.get(key, "(no source)"))
+        k = source_kind(source) if key in sources else "-"
+        kinds[k] += 1
+        table.add_row(key, RichText(shown), k, RichText(" ".join(source.split())))
+    out.print(table)
+    out.print(f"{len(data)} values: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()), highlight=False)
+    return 0
+
+
+def _cmd_policy(name: str, out: Console) -> int:
+    """``numasim policies NAME``: each option, its default, what it is and, for a built-in policy's
+    documented default, its kind and source (presets/policies)."""
+    from .model.presets import load_preset, preset_names
+    from .policies.cfs import CFS
+    from .policies.registry import available_policies
+
+    policies = available_policies()
+    if name not in policies:
+        raise ScenarioError(Problem("", f"unknown policy {name!r}; known: {', '.join(policies)}"))
+    cls = policies[name]
+    preset = name if name in preset_names("policies") else "cfs" if issubclass(cls, CFS) else None
+    sources = (load_preset("policies", preset).get("sources") or {}) if preset else {}
+    table = Table(title=f"policy {name}: {cls.description}", show_lines=True)
+    for col, ratio in (("option", 3), ("default", 2), ("kind", 2), ("what it is", 6), ("source", 8)):
+        table.add_column(col, ratio=ratio, overflow="fold")
+    for key, field in cls.Options.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = json.dumps(default) if isinstance(default, (list, dict)) else str(default)
+        source = sources.get(key)
+        table.add_row(key, RichText(shown if len(shown) <= 60 else shown[:57] + "..."),
+                      source_kind(str(source)) if source else "-", RichText(field.description or ""),
+                      RichText(" ".join(str(source).split()) if source else ""))
+    out.print(table)
+    return 0

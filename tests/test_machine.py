@@ -126,3 +126,47 @@ def test_every_workload_preset_runs(name):
     res = numasim.run(numasim.from_dict(_tiny({"preset": "cascadelake-8280", "memory_per_node": "4GiB"}, name)),
                       workers=1, with_sla=False, quiet=True)
     assert res.run("cfs").throughput > 0
+
+
+def test_a_preset_is_shown_value_by_value_with_its_source(capsys, monkeypatch):
+    from numasim.cli import main
+    from numasim.cli_tools import source_kind
+
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row: the checks below read whole cells
+    assert main(["machines", "epyc-7763-nps1"]) == 0
+    out = capsys.readouterr().out
+    data = load_preset("machines", "epyc-7763-nps1")
+    sources = data.pop("sources")
+    rows = [line for line in out.splitlines() if line.startswith("│ ")]
+    shown = {line.split("│")[1].strip(): line for line in rows if line.split("│")[1].strip()}
+    assert set(data) - {"name", "description"} == set(shown)
+    assert "expectation" in shown["interconnect_gbps"] and "calibrated" in shown["thread_mlp"]
+    assert sources["interconnect_gbps"].split()[0] in shown["interconnect_gbps"]
+    assert "values:" in out.splitlines()[-1]
+    assert main(["workloads", "specjbb2005"]) == 0
+    assert "calibrated" in [line for line in capsys.readouterr().out.splitlines() if "llc_misses_per_op" in line][0]
+    assert main(["workloads", "no-such"]) == 2
+    assert "unknown workload preset 'no-such'; known:" in capsys.readouterr().err
+    assert source_kind("as java-transactions, CALIBRATED on the Pacific reference case") == "calibrated"
+    assert source_kind("MEASURED on a VM, assumed to be ...") == "measured"  # the first kind word counts
+    assert source_kind("LUMI user guide: https://example.org/x") == "cited"
+    assert source_kind("the same run (URL as sockets)") == "cited"
+    assert source_kind("64 cores per socket") == "-"
+
+
+def test_a_policy_is_shown_option_by_option(capsys, monkeypatch):
+    from numasim.cli import main
+    from numasim.policies.registry import available_policies
+
+    monkeypatch.setenv("COLUMNS", "400")
+    for name, cls in available_policies().items():
+        assert main(["policies", name]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│ ")]
+        assert {line.split("│")[1].strip() for line in rows} - {""} == set(cls.Options.model_fields), name
+    assert main(["policies", "numactl"]) == 0  # a CFS-based policy: the defaults' sources are cfs.yaml's
+    out = capsys.readouterr().out
+    hz = [line for line in out.splitlines() if line.startswith("│ hz ")][0]
+    assert "CONFIG_HZ=1000" in hz
+    assert main(["policies", "nope"]) == 2
+    err = capsys.readouterr().err  # known: the built-in ones and any loaded from files so far
+    assert "unknown policy 'nope'; known: " in err and "cfs" in err
