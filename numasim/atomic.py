@@ -26,7 +26,8 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
     Refused: an empty path; a path or file name too long for the system; a folder that does
     not exist or cannot be written; an existing directory, device, FIFO or socket; a symbolic
     link (numasim replaces files, and would replace the link, not write where it points);
-    any of ``inputs`` (the files the command reads: the scenario, a machine file, policy files).
+    any of ``inputs`` (the files the command reads: the scenario, a machine file, policy files), or a
+    file inside one of them that is a directory (a sysfs copy).
     """
     if not str(target).strip():
         raise NumasimError(f"{name}: the file name is empty")
@@ -35,7 +36,8 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
         raise NumasimError(f"{name[:60]}...: the path is too long ({NAME_MAX} bytes per name, {PATH_MAX} in all)")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise NumasimError(f"{name}: folder {folder} does not exist")
+        raise NumasimError(f"{name}: {folder} is not a folder" if folder.exists() or folder.is_symlink()
+                           else f"{name}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise NumasimError(f"{name}: folder {folder} is not writable")
     try:
@@ -50,12 +52,15 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
         raise NumasimError(f"{name}: is a directory, expected a file name")
     if not stat.S_ISREG(st.st_mode):
         raise NumasimError(f"{name}: is a device, FIFO or socket, not a regular file")
+    real = os.path.realpath(path)
     for other in inputs:
         try:
             if os.path.samefile(path, other):
                 raise NumasimError(f"{name}: is an input of this command ({other}); it would be overwritten")
         except OSError:
             continue
+        if os.path.isdir(other) and real.startswith(os.path.join(os.path.realpath(other), "")):
+            raise NumasimError(f"{name}: is a file inside {other}, an input of this command; it would be overwritten")
     return path
 
 

@@ -67,9 +67,12 @@ def _value(result, label: str, metric: str) -> float:
     return float(v)
 
 
+MAX_EVALUATIONS = 10_000  # runs of one fit (--max-evaluations)
+
 # What each metric can be: (lowest, highest, whether the lowest is allowed).
-_RANGES = {"relative_throughput": (0.0, math.inf, False), "throughput": (0.0, math.inf, True),
-           "locality": (0.0, 1.0, True), "memory_gbps": (0.0, math.inf, True), "p99_ms": (0.0, math.inf, False),
+_MAX = 1e18  # above any figure a run reports (the results files' bound, analysis/results.py MAX_FIGURE)
+_RANGES = {"relative_throughput": (0.0, _MAX, False), "throughput": (0.0, _MAX, True),
+           "locality": (0.0, 1.0, True), "memory_gbps": (0.0, _MAX, True), "p99_ms": (0.0, _MAX, False),
            "cpu_utilisation": (0.0, 1.0, True)}
 
 
@@ -78,7 +81,8 @@ def check_targets(targets: list[tuple[str, str, float]], labels: set[str],
     """Refuse a target naming no variant or metric, a value its metric cannot take, or one given twice."""
     origins = origins or [(None, f"--target {label}:{metric}") for label, metric, _ in targets]
     if len(origins) != len(targets):
-        raise ValueError(f"{len(targets)} targets but {len(origins)} origins")
+        raise ScenarioError(Problem("origins", f"{len(targets)} targets but {len(origins)} origins: one (file, place) "
+                                               "a target"))
     seen: dict[tuple[str, str], str] = {}
     for (label, metric, value), (source, where) in zip(targets, origins):
         def bad(message: str) -> ScenarioError:
@@ -90,11 +94,36 @@ def check_targets(targets: list[tuple[str, str, float]], labels: set[str],
             raise bad(f"unknown metric {metric!r}; one of {', '.join(METRICS)}")
         lo, hi, closed = _RANGES[metric]
         if not (math.isfinite(value) and (value >= lo if closed else value > lo) and value <= hi):
-            span = f"{'at least' if closed else 'above'} {lo:g}" + (f" and at most {hi:g}" if hi < math.inf else "")
+            span = f"{'at least' if closed else 'above'} {lo:g} and at most {hi:g}"
             raise bad(f"the measured {metric} must be a finite number {span}, got {value}")
         if (label, metric) in seen:
             raise bad(f"{label}:{metric} is measured twice (also at {seen[label, metric]}); give one value")
         seen[label, metric] = f"{source}, {where}" if source else where
+
+
+def _check_call(fit, targets, sets, replications, workers, max_evaluations, origins):
+    """calibrate()'s arguments as the command line would let them through (numasim.calls)."""
+    import numbers
+
+    from .calls import span_map, text_list, whole
+    from .model.scenario import MAX_REPLICATIONS
+    from .runner import MAX_WORKERS
+
+    fit = span_map(fit, "--fit") or {}
+    if not isinstance(targets, (list, tuple)) or not all(
+            isinstance(t, (list, tuple)) and len(t) == 3 and isinstance(t[0], str) and isinstance(t[1], str)
+            and isinstance(t[2], numbers.Real) and not isinstance(t[2], bool) for t in targets):
+        raise ScenarioError(Problem("--target", f"expected a list of (label, metric, measured value), got "
+                                                f"{repr(targets)[:80]}"))
+    targets = [(t[0], t[1], float(t[2])) for t in targets]
+    if origins is not None and (not isinstance(origins, (list, tuple)) or not all(
+            isinstance(o, (list, tuple)) and len(o) == 2 and isinstance(o[1], str) for o in origins)):
+        raise ScenarioError(Problem("origins", f"expected a list of (file or None, place), got {repr(origins)[:80]}"))
+    sets = text_list(sets, "--set", "PATH=VALUE overrides")
+    if replications is not None:
+        replications = whole(replications, "--replications", 1, MAX_REPLICATIONS)
+    return (fit, targets, sets, replications, whole(workers, "--workers", 0, MAX_WORKERS),
+            whole(max_evaluations, "--max-evaluations", 1, MAX_EVALUATIONS))
 
 
 def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, tuple[float, float]],
@@ -122,10 +151,14 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     from .model.yamlfile import read_yaml
     from .runner import run, select_variants
 
+    fit, targets, sets, replications, workers, max_evaluations = _check_call(
+        fit, targets, sets, replications, workers, max_evaluations, origins)
     if isinstance(scenario, (str, os.PathLike)):
         source, base = str(scenario), read_yaml(Path(scenario))
     else:
         source, base = "<calibration scenario>", copy.deepcopy(scenario)
+    if not isinstance(base, dict):
+        raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)
     if sets:
         base = apply_overrides(base, list(sets))
     if not fit:

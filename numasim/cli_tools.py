@@ -143,6 +143,9 @@ def _cmd_sweep(args, out: Console, err: Console) -> int:
         if path.strip() in grid:
             raise ScenarioError(Problem(f"--grid {path.strip()[:80]}", "given twice; list all its values in one "
                                                                       "--grid PATH=V1,V2,..."))
+        if any(not v.strip() for v in values.split(",")):
+            raise ScenarioError(Problem(f"--grid {path.strip()[:80]}", "has an empty value (two commas in a row, or "
+                                                                      "one at an end); write null for no value"))
         grid[path.strip()] = [read_yaml_text(v, "--grid") for v in values.split(",")]
     ranges = _spans(args.range, "--range")
     max_work, max_memory = _budget_limits(args)
@@ -170,8 +173,10 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
         except ValueError:
             raise ScenarioError(Problem("--target", f"{item[:80]!r} must be LABEL:METRIC=VALUE, "
                                                     "e.g. numactl:relative_throughput=1.17")) from None
-    if not 1 <= args.max_evaluations <= 10_000:
-        raise ScenarioError(Problem("--max-evaluations", "must be 1-10000"))
+    from .calibrate import MAX_EVALUATIONS
+
+    if not 1 <= args.max_evaluations <= MAX_EVALUATIONS:
+        raise ScenarioError(Problem("--max-evaluations", f"must be 1-{MAX_EVALUATIONS}"))
     max_work, max_memory = _budget_limits(args)
     inputs = (args.scenario,) + ((args.measured,) if args.measured else ())
     target_file = check_target(args.json, f"--json {args.json}", inputs) if args.json else None

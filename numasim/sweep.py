@@ -202,10 +202,40 @@ def _write_part(parts: Path, key: str, rows: list[dict[str, Any]]) -> None:
 
     tmp = parts / f".{key}.{uuid.uuid4().hex[:8]}.parquet.tmp"  # its own name: a point retried elsewhere may overlap
     try:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        with open(tmp, "xb") as fh:  # a new file: never through a link that is there already
+            pd.DataFrame(rows).to_parquet(fh, index=False)
         os.replace(tmp, parts / f"{key}.parquet")
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_parquet(frame: "Any", target: Path, name: str) -> None:
+    """``frame`` as the Parquet file ``target``, whole or not at all: written to a new file of a
+    random name beside it (never through a link or a file that is there already), then renamed."""
+    tmp = target.with_name(f".{os.fsencode(target.name)[:200].decode('utf-8', 'ignore')}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            frame.to_parquet(fh, index=False)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise NumasimError(f"{name}: cannot write: {exc.strerror or exc} (the finished points stay in "
+                           f"{target.name}.parts; run the sweep again to write it)") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _one_kind_per_column(frame: "Any") -> "Any":
+    """A swept column whose values are of more than one kind (``warmup: [0, 0.1s]``, ``cpu_limit: [1, 500m]``:
+    numbers and text) as text throughout: Parquet holds one type a column."""
+    for col in frame.columns:
+        if frame[col].dtype != object:
+            continue
+        kinds = {"number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
+                 for v in frame[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+        if len(kinds) > 1:
+            frame[col] = [v if v is None or isinstance(v, str) else json.dumps(v) for v in frame[col]]
+    return frame
 
 
 def _read_done(out: Path, parts: Path, keys: set[str]) -> dict[str, "Any"]:
@@ -246,6 +276,25 @@ def _read_done(out: Path, parts: Path, keys: set[str]) -> dict[str, "Any"]:
     return done
 
 
+def _check_call(grid, ranges, sample, policies, sets, out, scheduler, workers, sample_seed):
+    """sweep()'s arguments as the command line would let them through (numasim.calls): a bad one fails
+    here, named, not in every point once the cluster is up."""
+    import numbers
+
+    from .calls import grid_map, path_or_none, span_map, text_list, whole
+    from .runner import MAX_WORKERS
+
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise ScenarioError(Problem("--scheduler", f"expected an address (text), got {repr(scheduler)[:80]}"))
+    def integer(v: Any) -> Any:  # numpy integers as ints; the rest as given, for sweep_points to judge
+        return int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+
+    return (grid_map(grid), span_map(ranges, "--range"), integer(sample),
+            None if policies is None else text_list(policies, "--policy", "variant labels or policy names"),
+            text_list(sets, "--set", "PATH=VALUE overrides"), path_or_none(out, "--out"),
+            whole(workers, "--workers", 0, MAX_WORKERS), integer(sample_seed))
+
+
 def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, list[Any]] | None = None,
           sample: int | None = None, ranges: dict[str, tuple[float, float]] | None = None,
           policies: list[str] | None = None, sets: list[str] | tuple[str, ...] = (),
@@ -284,8 +333,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     from .model.yamlfile import read_yaml
     from .runner import check_seed, select_variants
 
-    if isinstance(policies, str):  # one label, not its letters
-        policies = [policies]
+    grid, ranges, sample, policies, sets, out, workers, sample_seed = _check_call(
+        grid, ranges, sample, policies, sets, out, scheduler, workers, sample_seed)
     seed = check_seed(seed)  # (a bad one would fail every point once the cluster is up)
     if isinstance(scenario, (str, os.PathLike)):
         source = str(scenario)
@@ -298,6 +347,9 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     if sets:
         base = apply_overrides(base, list(sets))
     spec = from_dict(base, source=source).spec  # the base scenario itself must be valid
+    if scheduler is not None and not str(scheduler).strip():
+        raise NumasimError("--scheduler: the address is empty (an unset variable?); give HOST:PORT, or leave "
+                           "--scheduler out for a local cluster")
     if scheduler:
         check_scheduler(scheduler)
     out_path = Path(out) if out is not None else None
@@ -360,10 +412,9 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     frames = [pd.DataFrame(results[k]) if not isinstance(results[k], pd.DataFrame) else results[k]
               for _, _, k in jobs if k in results]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    frame = _one_kind_per_column(frame)
     if out_path is not None and parts is not None and frames:  # nothing finished: nothing to write
-        tmp = out_path.with_name(f".{out_path.name}.tmp")
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, out_path)
+        _write_parquet(frame, out_path, f"--out {out_path}")
         if not failures and parts.is_dir():
             for f in [*parts.glob("*.parquet"), *parts.glob(".*.parquet.tmp")]:  # .tmp: a write cut short
                 f.unlink()
@@ -378,11 +429,11 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
 
 
 def _check_parts(out: Path) -> Path:
-    """``OUT.parts``, the folder of a sweep's finished points beside ``OUT``, if it (and ``.OUT.tmp``) can be made there."""
-    parts = out.with_name(out.name + ".parts")  # one byte longer than .OUT.tmp
+    """``OUT.parts``, the folder of a sweep's finished points beside ``OUT``, if it (and a temporary file) can be made there."""
+    parts = out.with_name(out.name + ".parts")  # (.OUT.<random>.tmp takes at most 200 bytes of OUT's name)
     if len(os.fsencode(parts.name)) > NAME_MAX or len(os.fsencode(os.path.abspath(parts))) + 64 > PATH_MAX:
         raise NumasimError(f"--out {str(out)[:60]}...: the path is too long for a sweep, which also writes "
-                           f"NAME.parts/ (with its points' files) and .NAME.tmp beside it "
+                           f"NAME.parts/ (with its points' files) and a temporary .NAME.*.tmp beside it "
                            f"({NAME_MAX - 6} bytes per name, {PATH_MAX - 70} in all)")
     if parts.is_symlink():
         raise NumasimError(f"--out {out}: {parts} is a symbolic link (a sweep keeps its finished points in a "
@@ -402,7 +453,11 @@ def _run_points(todo, source, policies, seed, scheduler, workers, results, failu
 
     def connected() -> None:
         if parts is not None:
-            parts.mkdir(exist_ok=True)  # once connected: a sweep that cannot start leaves nothing behind
+            try:
+                parts.mkdir(exist_ok=True)  # once connected: a sweep that cannot start leaves nothing behind
+            except OSError as exc:
+                raise NumasimError(f"--out: cannot make {parts} (where a sweep keeps its finished points): "
+                                   f"{exc.strerror or exc}") from None
 
     def finished(key: str, exc: Exception | None, rows: Any) -> None:
         if exc is not None:

@@ -211,3 +211,28 @@ def test_a_budget_too_small_for_the_interval_goes_to_the_fit_and_says_so():
                              ("numactl", "locality", 1.0)], workers=1, max_evaluations=3)
     assert res.evaluations == 3 and len({tuple(h["values"].values()) for h in res.history}) == 3
     assert all(v is None for v in res.ci.values()) and res.ci_note == "--max-evaluations left no runs for it"
+
+
+def test_calibrate_from_python_refuses_what_the_command_line_would():
+    from numasim.errors import NumasimError
+
+    s = "scenarios/pacific.yaml"
+    target = [("numactl", "throughput", 1.0)]
+    bad = [
+        (dict(fit=[("x", (1, 2))], targets=target), "--fit: expected a mapping"),
+        (dict(fit={"x": ("a", "b")}, targets=target), "--fit x: expected a pair of numbers"),
+        (dict(fit={"x": (1, 2)}, targets="numactl"), "--target: expected a list of"),
+        (dict(fit={"x": (1, 2)}, targets=[("numactl", "throughput", "x")]), "--target: expected a list of"),
+        (dict(fit={"x": (1, 2)}, targets=target, max_evaluations=0), "--max-evaluations: expected a whole number"),
+        (dict(fit={"x": (1, 2)}, targets=target, replications="2"), "--replications: expected a whole number"),
+        (dict(fit={"x": (1, 2)}, targets=target, sets=5), "--set: expected"),
+        (dict(fit={"x": (1, 2)}, targets=target, origins=[(None, "a"), (None, "b")]), "origins: 1 targets but 2"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(NumasimError, match=message):
+            numasim.calibrate(s, **kwargs)
+    with pytest.raises(NumasimError, match="must be a mapping of keys"):
+        numasim.calibrate(5, fit={"x": (1, 2)}, targets=target)
+    with pytest.raises(NumasimError, match="at most 1e"):  # a measured figure no run reports
+        numasim.calibrate(s, fit={"workloads.java-transactions.mlp": (1, 3)},
+                          targets=[("numactl", "throughput", 1e300)])

@@ -1060,3 +1060,45 @@ def test_a_named_pipe_nobody_writes_to_is_read_as_empty_not_waited_on(tmp_path):
         read = subprocess.run([sys.executable, "-m", "numasim", "validate", "/dev/stdin"], stdin=writer.stdout,
                               capture_output=True, text=True, timeout=120)
     assert read.returncode == 0, read.stderr
+
+
+# Adversarial pass 5 (session 33): each of these failed before its fix.
+
+def test_a_pod_that_would_arrive_after_the_run_is_refused(tmp_path, capsys):
+    p = scenario(tmp_path)
+    expect_error(capsys, ["validate", p, "--set", "pods.0.start=1h"], str(p), "pods[0].start",
+                 "3600s is at or after the end of the run", "never run")
+    expect_error(capsys, ["validate", p, "--set", "pods.0.replicas=3", "--set", "pods.0.stagger=1h"], str(p),
+                 "pods[0].stagger", "its last replica would arrive at 7200s")
+
+
+def test_an_output_inside_an_input_folder_and_a_file_as_its_folder_are_refused(tmp_path):
+    from numasim.atomic import check_target
+    from numasim.errors import NumasimError
+
+    sysfs = tmp_path / "sys" / "node0"
+    sysfs.mkdir(parents=True)
+    (sysfs / "cpulist").write_text("0-3\n")
+    with pytest.raises(NumasimError, match="is a file inside .*an input of this command"):
+        check_target(str(sysfs / "cpulist"), "-o", (str(tmp_path / "sys"),))
+    check_target(str(tmp_path / "out.yaml"), "-o", (str(tmp_path / "sys"),))  # beside it: fine
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(NumasimError, match="afile is not a folder"):
+        check_target(str(tmp_path / "afile" / "x.parquet"), "--out")
+
+
+def test_an_empty_grid_value_is_named(tmp_path, capsys):
+    p = scenario(tmp_path)
+    expect_error(capsys, ["sweep", p, "--grid", "pods.0.replicas=1,,2", "--out", tmp_path / "s.parquet"],
+                 "--grid pods.0.replicas", None, "has an empty value")
+
+
+def test_a_plugin_name_that_is_no_label_is_the_plugins_error(tmp_path):
+    from numasim.errors import ScenarioError as Refused
+    from numasim.policies.registry import get_policy
+
+    f = tmp_path / "longname.py"
+    f.write_text("from numasim import Policy\nfrom numasim.policies.cfs import CFS\n"
+                 "class Long(CFS):\n    name = 'x' * 10_000\n")
+    with pytest.raises(Refused, match="Long.name must be printable text of at most 80 characters"):
+        get_policy(f"{f}:Long")

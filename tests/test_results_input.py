@@ -59,7 +59,14 @@ BAD = [
     (["runs", 0, "pods"], [1], "runs[0].pods[0]: expected an object, got a number"),
     (["scenario"], 5, "scenario: expected an object, got a number"),
     (["scenario", "provenance"], 5, "scenario.provenance: expected an object or null"),
-    (["runs", 0, "label"], ["x"], "runs[0].label: expected printable text, got a list"),
+    (["runs", 0, "label"], ["x"], "runs[0].label: expected a label (printable text of 1-80 characters), got a list"),
+    # Labels and pod names as bounded as a scenario's: a table lays out every line of a cell.
+    (["runs", 0, "label"], "x" + "\n" * 200_000, "runs[0].label: expected a label (printable text of 1-80 characters), "
+                                                "got a string"),
+    (["baseline"], "b" * 81, "baseline: expected a label (printable text of 1-80 characters), got a string"),
+    (["runs", 0, "pods", 0, "group"], "g" * 301, "runs[0].pods[0].group: expected a pod name (printable text of "
+                                                 "1-300 characters), got a string"),
+    (["runs", 0, "timeseries", "label"], [], "runs[0].timeseries.label: is not a series numasim writes"),
     (["runs", 0, "replicates"], "x", "runs[0].replicates: expected a list, got a string"),
     (["runs", 0, "replicates"], [{"seed": 1, "throughput": "a"}, {"seed": 2, "throughput": "b"}],
      "runs[0].replicates[0].throughput: expected a number from 0 to 1e18, got a string"),
@@ -88,9 +95,11 @@ BAD = [
     (["runs", 0, "replicates"], [{"seed": k, "throughput": 1.0} for k in range(1001)],
      "runs[0].replicates: expected at most 1000 replicates (seeds), got 1,001"),
     # Text a terminal would act on (an ANSI escape, a carriage return) is refused, not echoed.
-    (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected printable text, got a string with control characters"),
-    (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected printable text, got a string with control"),
-    (["runs", 0, "label"], "x\ud800", "runs[0].label: expected printable text"),  # a lone surrogate: no character
+    (["runs", 0, "label"], "cfs\x1b[2J\rok", "runs[0].label: expected a label (printable text of 1-80 characters), "
+                                             "got a string with control characters"),
+    (["runs", 0, "pods", 0, "name"], "p\x07", "runs[0].pods[0].name: expected a pod name (printable text of 1-300 "
+                                             "characters), got a string with control"),
+    (["runs", 0, "label"], "x\ud800", "runs[0].label: expected a label"),  # a lone surrogate: no character
     # Every series has one value a sample (a frame's columns): a short one used to fail in pandas.
     (["runs", 0, "timeseries", "locality"], [], "runs[0].timeseries.locality: has 0 values for"),
 ]
@@ -123,6 +132,9 @@ def test_a_device_a_directory_a_missing_file_and_bad_bytes(tmp_path, capsys, goo
         numasim.load_result(bad)
     bad.write_text("{nope")
     with pytest.raises(numasim.NumasimError, match="malformed JSON"):
+        numasim.load_result(bad)
+    bad.write_text(" \n")
+    with pytest.raises(numasim.NumasimError, match="is empty; expected the results numasim run --json writes"):
         numasim.load_result(bad)
 
 

@@ -416,3 +416,55 @@ def test_points_that_share_a_machine_share_its_build():
         numasim.from_dict({**_scenario(), "machine": {"preset": "skylake-8180", "cores_per_node": 2 + k}})
     assert numasim.from_dict(_scenario()).machine is not a.machine
     assert all(m.n_cpus <= sc.RECENT_MAX_CPUS for m in sc._RECENT.values())
+
+
+def test_a_planted_temporary_file_beside_out_is_never_written_through(tmp_path):
+    # The final Parquet is written to a new file of a random name, never through a link or a file
+    # that is there already (adversarial pass 5: a planted .OUT.tmp link made a sweep overwrite its scenario).
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / ".s.parquet.tmp").symlink_to(victim)
+    (tmp_path / ".t.parquet.tmp").mkdir()
+    for name in ("s.parquet", "t.parquet"):
+        frame = numasim.sweep(_scenario(), grid={"seed": [1]}, out=tmp_path / name, workers=1, quiet=True)
+        out = tmp_path / name
+        assert out.is_file() and not out.is_symlink() and len(pd.read_parquet(out)) == len(frame) == 2
+    assert victim.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.parquet.tmp", ".t.parquet.tmp", "s.parquet",
+                                                          "t.parquet", "victim.txt"]
+
+
+def test_a_grid_of_numbers_and_text_is_written_as_text(tmp_path):
+    # warmup: 0 and 0.1s are both valid; Parquet holds one type a column, so the column is text.
+    out = tmp_path / "m.parquet"
+    frame = numasim.sweep(_scenario(), grid={"warmup": [0, "100ms"], "pods.0.replicas": [1]}, out=out, workers=1,
+                          quiet=True)
+    assert sorted(set(frame["warmup"])) == ["0", "100ms"] and set(frame["pods.0.replicas"]) == {1}
+    assert sorted(set(pd.read_parquet(out)["warmup"])) == ["0", "100ms"]
+
+
+def test_the_python_api_refuses_what_the_command_line_would(tmp_path):
+    import numpy as np
+
+    from numasim.errors import NumasimError
+
+    s = _scenario()
+    bad = [
+        (dict(grid=[("seed", [1])]), "--grid: expected a mapping"),
+        (dict(grid={5: [1, 2]}), "--grid: expected text paths"),
+        (dict(grid={"name": [b"x", "y"]}), "--grid name: expected a number, text"),
+        (dict(grid={"seed": "12"}), "--grid seed: expected a list of values"),
+        (dict(sample=2, ranges={"seed": ("a", "b")}), "--range seed: expected a pair of numbers"),
+        (dict(grid={"seed": [1]}, policies=5), "--policy: expected"),
+        (dict(grid={"seed": [1]}, workers=-1), "--workers: expected a whole number from 0"),
+        (dict(grid={"seed": [1]}, out=5), "--out: expected a file name"),
+        (dict(grid={"seed": [1]}, scheduler=""), "--scheduler: the address is empty"),
+        (dict(grid={"seed": [1]}, sets=5), "--set: expected"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(NumasimError, match=message.replace("(", r"\(").replace("[", r"\[")):
+            numasim.sweep(s, quiet=True, **kwargs)
+    # numpy values, tuples and one --set string are taken as the command line takes them
+    frame = numasim.sweep(s, grid={"seed": np.arange(1, 3), "pods.0.replicas": (np.int64(1),)},
+                          sets="duration=1s", workers=np.int64(1), quiet=True)
+    assert sorted(set(frame["seed"])) == [1, 2]

@@ -255,6 +255,8 @@ def _read_json(path) -> Any:
         text = read_text(path, "a JSON file", MAX_BYTES)
     except ScenarioError as exc:
         raise ValueError("; ".join(p.message for p in exc.problems)) from None
+    if not text.strip():
+        raise ValueError("is empty; expected the results numasim run --json writes")
     # Parsed, a value takes 8-30 times its text (a float 32 bytes for "1e0,", an empty object 64
     # for "{},"): bound them before parsing, far above what a run writes in MAX_BYTES.
     if text.count("{") + text.count("[") > MAX_CONTAINERS:
@@ -285,6 +287,7 @@ _RUN_NUMBERS = ("throughput", "cpu_utilisation", "memory_gbps", "migrations", "c
 _RUN_OPTIONAL_NUMBERS = ("pages_promoted_bytes", "pages_demoted_bytes")
 _RUN_NUMBERS_OR_NULL = ("locality", "runqueue_wait")
 _POD_NAMES = ("name", "group")  # shown in tables and messages: printable
+_LABEL = "a label (printable text of 1-80 characters)"
 _POD_TEXTS = ("status", "reason")  # a policy's words, JSON-escaped when written
 _POD_NUMBERS = ("throughput", "cpu_seconds", "migrations", "cross_node_migrations", "pages_migrated_bytes",
                 "throttled_seconds")
@@ -325,6 +328,9 @@ _KINDS = {
     "a list": lambda v: isinstance(v, list),
     "a string": lambda v: isinstance(v, str),
     "printable text": _is_text,
+    # As a scenario's variant labels and pod names are bounded: a table lays out every line of a cell.
+    "a label (printable text of 1-80 characters)": lambda v: _is_text(v) and 1 <= len(v) <= 80,
+    "a pod name (printable text of 1-300 characters)": lambda v: _is_text(v) and 1 <= len(v) <= 300,
     _NUMBER: _is_number,
     _NUMBER_OR_NULL: lambda v: v is None or _is_number(v),
     _FIGURE: _is_figure,
@@ -368,7 +374,7 @@ def _check_document(data: dict[str, Any]) -> None:
     """Refuse a results document whose shape is not the one to_json writes (a _Shape error names the field)."""
     scenario = _need(data, "scenario", "", "an object")
     _need(scenario, "provenance", "scenario", "an object or null", optional=True)
-    baseline = _need(data, "baseline", "", "printable text")
+    baseline = _need(data, "baseline", "", _LABEL)
     runs = _need(data, "runs", "", "a list")
     if not runs:
         raise _Shape("runs", "expected at least one run")
@@ -379,7 +385,7 @@ def _check_document(data: dict[str, Any]) -> None:
         path = f"runs[{i}]"
         if not isinstance(run, dict):
             raise _Shape(path, f"expected an object, got {_kind(run)}")
-        label = _need(run, "label", path, "printable text")
+        label = _need(run, "label", path, _LABEL)
         if label in labels:
             raise _Shape(f"{path}.label", f"{label[:80]!r} is also the label of runs[{labels[label]}]; "
                                           "each run has its own label")
@@ -405,6 +411,9 @@ def _check_document(data: dict[str, Any]) -> None:
             _need(event, "kind", where, "a string")
             _need(event, "text", where, "a string")
         series = _need(run, "timeseries", path, "an object")
+        if "label" in series:  # the tables add each run's label as a column of that name
+            raise _Shape(f"{path}.timeseries.label", "is not a series numasim writes (a table of the series "
+                                                     "adds the run's label under that name)")
         for key, values in series.items():
             if not isinstance(values, list):
                 raise _Shape(f"{path}.timeseries.{key[:80]!r}", f"expected a list, got {_kind(values)}")
@@ -442,7 +451,7 @@ def _check_document(data: dict[str, Any]) -> None:
             if not isinstance(pod, dict):
                 raise _Shape(where, f"expected an object, got {_kind(pod)}")
             for key in _POD_NAMES:
-                _need(pod, key, where, "printable text")
+                _need(pod, key, where, "a pod name (printable text of 1-300 characters)")
             for key in _POD_TEXTS:
                 _need(pod, key, where, "a string")
             for key in _POD_NUMBERS:

@@ -357,6 +357,16 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         problems.append(Problem("baseline", f"no policy variant is labelled {spec.baseline!r}; labels: {', '.join(sorted(labels))}"))
     if spec.warmup >= spec.duration:
         problems.append(Problem("warmup", f"must be shorter than duration ({spec.duration / 1e9:g}s), got {spec.warmup / 1e9:g}s"))
+    for i, pod in enumerate(spec.pods):  # a pod that would arrive once the run is over would never run
+        last = pod.start + pod.stagger * (pod.replicas - 1)
+        end = f"the end of the run (duration {spec.duration / 1e9:g}s)"
+        if pod.start >= spec.duration:
+            problems.append(Problem(f"pods[{i}].start", f"{pod.start / 1e9:g}s is at or after {end}: the pod would "
+                                                        "never run; start it earlier or lengthen duration"))
+        elif last >= spec.duration:
+            problems.append(Problem(f"pods[{i}].stagger", f"its last replica would arrive at {last / 1e9:g}s, at or "
+                                                          f"after {end}, and never run; shorten stagger or start, "
+                                                          "or lengthen duration"))
     names = [p.name for p in spec.pods]
     for i, name in enumerate(names):
         if names.index(name) != i:

@@ -175,7 +175,8 @@ class PodSpec(Spec):
     """A group of identical pods (containers or VMs) running one workload."""
 
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="pod name; replicas are NAME-0, NAME-1, ...")
+    name: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                      description="pod name (at most 253 characters, as a Kubernetes object's); replicas are NAME-0, NAME-1, ...")
     replicas: int = Field(default=1, ge=1, le=10_000, description="identical pods")
     threads: int = Field(ge=1, le=4096, description="busy threads (JVM workers, vCPUs in use)")
     processes: int = Field(

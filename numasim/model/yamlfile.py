@@ -162,13 +162,16 @@ def read_text(path: str | Path, kind: str, max_bytes: int = MAX_BYTES, encoding:
     """
     source = str(path)
     try:
-        mode = os.stat(path).st_mode
+        st = os.stat(path)
+        mode = st.st_mode
         if stat.S_ISDIR(mode):
             raise ScenarioError(Problem("", f"is a directory, expected {kind}"), source=source)
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
             raise ScenarioError(Problem("", f"is a device or socket, expected {kind}"), source=source)
         if stat.S_ISFIFO(mode):
             raw = _read_pipe(path, max_bytes + 1)
+        elif st.st_size > max_bytes:  # refused without reading it
+            raise ScenarioError(Problem("", f"larger than {max_bytes // 2**20} MiB"), source=source)
         else:
             with open(path, "rb") as f:
                 raw = f.read(max_bytes + 1)

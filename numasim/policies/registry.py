@@ -129,6 +129,9 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} is not a numasim Policy subclass"))
     if not cls.name:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} has no name"))
+    if not isinstance(cls.name, str) or len(cls.name) > 80 or not cls.name.isprintable():
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr}.name must be printable text of at most 80 "
+                                              f"characters (it labels the variant), got {repr(cls.name)[:60]}"))
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
     if missing:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} does not implement "

@@ -1,0 +1,102 @@
+"""Checks of the Python API's arguments, so that ``sweep()`` and ``calibrate()`` refuse what the
+command line would, with the flag's name, instead of failing deep inside (as ``run()`` does:
+:func:`numasim.runner._check_call`). Each returns the argument in the plain form the rest uses:
+numpy scalars as Python numbers, tuples and arrays as lists, one string as a list of one.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import Problem, ScenarioError
+
+__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "path_or_none"]
+
+MAX_DEPTH = 64  # nesting of one value (a machine's matrix is 3 deep)
+
+
+def _bad(flag: str, what: str, got: Any) -> ScenarioError:
+    return ScenarioError(Problem(flag, f"expected {what}, got {repr(got)[:80]}"))
+
+
+def plain(value: Any, flag: str, depth: int = 0) -> Any:
+    """``value`` as scenario data: None, bool, int, float, str, lists and str-keyed mappings of them."""
+    if depth > MAX_DEPTH:
+        raise _bad(flag, f"a value nested at most {MAX_DEPTH} deep", "a deeper one")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if hasattr(value, "item") and getattr(value, "shape", None) == ():  # a numpy scalar of another kind
+        return plain(value.item(), flag, depth + 1)
+    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and hasattr(value, "shape")):
+        return [plain(v, flag, depth + 1) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise _bad(flag, "a mapping with text keys", value)
+        return {k: plain(v, flag, depth + 1) for k, v in value.items()}
+    raise _bad(flag, "a number, text, true/false, null, a list or a mapping", value)
+
+
+def text_list(value: Any, flag: str, what: str) -> list[str]:
+    """One string (taken whole, not letter by letter) or a list or tuple of strings."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise _bad(flag, f"{what}: a string or a list of strings", value)
+
+
+def grid_map(value: Any, flag: str = "--grid") -> dict[str, list[Any]] | None:
+    """``{path: values}``: text paths, each with a list (or tuple, or array) of plain values."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _bad(flag, "a mapping {path: [values]}", value)
+    out: dict[str, list[Any]] = {}
+    for path, values in value.items():
+        if not isinstance(path, str):
+            raise _bad(flag, "text paths (pods.0.replicas)", path)
+        if isinstance(values, (str, bytes, Mapping)) or not (isinstance(values, (list, tuple))
+                                                             or (hasattr(values, "tolist") and hasattr(values, "shape"))):
+            raise _bad(f"{flag} {path}", "a list of values", values)
+        out[path] = plain(values, f"{flag} {path}")
+    return out
+
+
+def span_map(value: Any, flag: str) -> dict[str, tuple[float, float]] | None:
+    """``{path: (lo, hi)}`` with real-number bounds."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _bad(flag, "a mapping {path: (lo, hi)}", value)
+    out: dict[str, tuple[float, float]] = {}
+    for path, span in value.items():
+        if not isinstance(path, str):
+            raise _bad(flag, "text paths (workloads.w.mlp)", path)
+        if (not isinstance(span, (list, tuple)) or len(span) != 2
+                or not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in span)):
+            raise _bad(f"{flag} {path}", "a pair of numbers (lo, hi)", span)
+        out[path] = (float(span[0]), float(span[1]))
+    return out
+
+
+def whole(value: Any, flag: str, lo: int, hi: int) -> int:
+    """A whole number from ``lo`` to ``hi`` (numpy integers too)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        raise _bad(flag, f"a whole number from {lo:,} to {hi:,}", value)
+    return int(value)
+
+
+def path_or_none(value: Any, flag: str) -> str | None:
+    """A file name (text or a path object), or None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise _bad(flag, "a file name", value)
