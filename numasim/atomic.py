@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import NumasimError
 
@@ -20,14 +22,16 @@ NAME_MAX = 255  # bytes in one path component (Linux, macOS)
 PATH_MAX = 4096
 
 
-def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], ...] = ()) -> Path:
+def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], ...] = (),
+                 folders: bool = False) -> Path:
     """Refuse an output path that cannot or should not be written; ``name`` starts the message.
 
     Refused: an empty path; a path or file name too long for the system; a folder that does
     not exist or cannot be written; an existing directory, device, FIFO or socket; a symbolic
     link (numasim replaces files, and would replace the link, not write where it points);
-    any of ``inputs`` (the files the command reads: the scenario, a machine file, policy files), or a
-    file inside one of them that is a directory (a sysfs copy).
+    any of ``inputs`` (the files the command reads: the scenario, a machine file, policy files); with
+    ``folders`` (a command that reads whole folders: ``machine import`` of a sysfs copy), any path inside
+    an input that is a folder.
     """
     if not str(target).strip():
         raise NumasimError(f"{name}: the file name is empty")
@@ -35,6 +39,11 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
     if len(os.fsencode(str(path))) > PATH_MAX or len(os.fsencode(path.name)) > NAME_MAX:
         raise NumasimError(f"{name[:60]}...: the path is too long ({NAME_MAX} bytes per name, {PATH_MAX} in all)")
     folder = path.parent if str(path.parent) else Path(".")
+    if folders:
+        real = os.path.realpath(path)
+        for other in inputs:
+            if os.path.isdir(other) and real.startswith(os.path.join(os.path.realpath(other), "")):
+                raise NumasimError(f"{name}: is inside {other}, an input folder of this command; write it elsewhere")
     if not folder.is_dir():
         raise NumasimError(f"{name}: {folder} is not a folder" if folder.exists() or folder.is_symlink()
                            else f"{name}: folder {folder} does not exist")
@@ -52,16 +61,34 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
         raise NumasimError(f"{name}: is a directory, expected a file name")
     if not stat.S_ISREG(st.st_mode):
         raise NumasimError(f"{name}: is a device, FIFO or socket, not a regular file")
-    real = os.path.realpath(path)
     for other in inputs:
         try:
             if os.path.samefile(path, other):
                 raise NumasimError(f"{name}: is an input of this command ({other}); it would be overwritten")
         except OSError:
             continue
-        if os.path.isdir(other) and real.startswith(os.path.join(os.path.realpath(other), "")):
-            raise NumasimError(f"{name}: is a file inside {other}, an input of this command; it would be overwritten")
     return path
+
+
+def temporary_name(target: str | os.PathLike[str]) -> Path:
+    """A new name beside ``target`` for the file that will replace it: hidden, random (nobody can
+    plant a link there beforehand), at most 200 bytes of the target's name."""
+    target = Path(target)
+    stem = os.fsencode(target.name)[:200].decode("utf-8", errors="ignore")  # bytes, not characters
+    return target.with_name(f".{stem}.{secrets.token_hex(6)}.tmp")
+
+
+def replace_with(target: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
+    """Write ``target`` whole or not at all: ``write`` fills a new file of a :func:`temporary_name`
+    (opened exclusively: never through a link or a file already there), which then replaces it."""
+    tmp = temporary_name(target)
+    try:
+        with open(tmp, "xb") as fh:
+            write(fh)
+        os.replace(tmp, target)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def write_all(files: list[tuple[str | os.PathLike[str], str, str]]) -> None:
@@ -79,8 +106,7 @@ def write_all(files: list[tuple[str | os.PathLike[str], str, str]]) -> None:
         for target, text, name in files:
             target = Path(target)
             folder = target.parent if str(target.parent) else Path(".")
-            stem = os.fsencode(target.name)[:200].decode("utf-8", errors="ignore")  # bytes, not characters
-            tmp = folder / f".{stem}.{secrets.token_hex(6)}.tmp"
+            tmp = temporary_name(target)
             try:
                 fh = open(tmp, "x", encoding="utf-8", newline="")
             except OSError as exc:

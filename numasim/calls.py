@@ -18,6 +18,11 @@ __all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "path_or_none"
 MAX_DEPTH = 64  # nesting of one value (a machine's matrix is 3 deep)
 
 
+def _array(value: Any) -> bool:
+    """A numpy array of one dimension or more (not a numpy scalar, whose shape is ())."""
+    return hasattr(value, "tolist") and bool(getattr(value, "shape", ()))
+
+
 def _bad(flag: str, what: str, got: Any) -> ScenarioError:
     return ScenarioError(Problem(flag, f"expected {what}, got {repr(got)[:80]}"))
 
@@ -34,8 +39,8 @@ def plain(value: Any, flag: str, depth: int = 0) -> Any:
         return float(value)
     if hasattr(value, "item") and getattr(value, "shape", None) == ():  # a numpy scalar of another kind
         return plain(value.item(), flag, depth + 1)
-    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and hasattr(value, "shape")):
-        return [plain(v, flag, depth + 1) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+    if isinstance(value, (list, tuple)) or _array(value):
+        return [plain(v, flag, depth + 1) for v in (value.tolist() if _array(value) else value)]
     if isinstance(value, Mapping):
         if not all(isinstance(k, str) for k in value):
             raise _bad(flag, "a mapping with text keys", value)
@@ -62,8 +67,7 @@ def grid_map(value: Any, flag: str = "--grid") -> dict[str, list[Any]] | None:
     for path, values in value.items():
         if not isinstance(path, str):
             raise _bad(flag, "text paths (pods.0.replicas)", path)
-        if isinstance(values, (str, bytes, Mapping)) or not (isinstance(values, (list, tuple))
-                                                             or (hasattr(values, "tolist") and hasattr(values, "shape"))):
+        if not (isinstance(values, (list, tuple)) or _array(values)):
             raise _bad(f"{flag} {path}", "a list of values", values)
         out[path] = plain(values, f"{flag} {path}")
     return out
@@ -79,6 +83,8 @@ def span_map(value: Any, flag: str) -> dict[str, tuple[float, float]] | None:
     for path, span in value.items():
         if not isinstance(path, str):
             raise _bad(flag, "text paths (workloads.w.mlp)", path)
+        if _array(span):
+            span = span.tolist()
         if (not isinstance(span, (list, tuple)) or len(span) != 2
                 or not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in span)):
             raise _bad(f"{flag} {path}", "a pair of numbers (lo, hi)", span)

@@ -50,7 +50,7 @@ def _machine_arg(value: str | None):
 def _cmd_machine(args, out: Console, err: Console) -> int:
     from .importers.machine import import_machine, to_yaml
 
-    target = check_target(args.output, f"-o {args.output}", tuple(args.files))
+    target = check_target(args.output, f"-o {args.output}", tuple(args.files), folders=True)
     spec, warnings = import_machine(args.files, args.name)
     header = ("# Written by `numasim machine import " + " ".join(Path(f).name for f in args.files) + "`.\n"
               "# Every value says where it came from under sources:; values marked guessed come from a preset.\n")
@@ -298,19 +298,24 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
     return 0 if all(r.within for r in results) else 1
 
 
-# What kind of figure a preset's value is, read from how its source starts (the presets' own words).
+# What kind of figure a preset's value is, read from its source's own words: the presets open a
+# source with its kind ("assumed, not measured", "configuration: ...") or write it in capitals
+# ("as java-transactions, CALIBRATED on ...", "EXPECTATION, not a measurement").
 SOURCE_KINDS = ("measured", "calibrated", "derived", "expectation", "stand-in", "proxy", "assumed", "configuration")
+_CAPITAL_KIND = re.compile(r"(?<![A-Za-z-])(NOT\s+)?(" + "|".join(k.upper() for k in SOURCE_KINDS) + r")(?![A-Za-z-])")
 
 
 def source_kind(source: str) -> str:
-    """``measured``, ``calibrated``, ... as the source's opening words say (the first such word in
-    its first 80 characters: "as java-transactions, CALIBRATED on ..."); ``cited`` when it only gives
-    where the figure comes from (a URL, or a pointer to one given for another value); else ``-``."""
+    """``measured``, ``calibrated``, ... as the source says (its first word, or the first kind it writes in
+    capitals that is not negated: "NOT MEASURED" is not measured); ``cited`` when it only gives where the
+    figure comes from (a URL, or a pointer to one given for another value); else ``-``."""
+    first = re.match(r"[\s'\"(]*([A-Za-z-]+)", source)
+    if first and first.group(1).lower() in SOURCE_KINDS:
+        return first.group(1).lower()
+    for m in _CAPITAL_KIND.finditer(source):
+        if not m.group(1):
+            return m.group(2).lower()
     text = source.lower()
-    found = [(m.start(), kind) for kind in SOURCE_KINDS
-             if (m := re.search(rf"\b{kind}\b", text[:80])) is not None]
-    if found:
-        return min(found)[1]
     return "cited" if "http" in text or "url as" in text else "-"
 
 
@@ -345,22 +350,23 @@ def _cmd_policy(name: str, out: Console) -> int:
     documented default, its kind and source (presets/policies)."""
     from .model.presets import load_preset, preset_names
     from .policies.cfs import CFS
-    from .policies.registry import available_policies
+    from .policies.registry import available_policies, get_policy
 
     policies = available_policies()
-    if name not in policies:
-        raise ScenarioError(Problem("", f"unknown policy {name!r}; known: {', '.join(policies)}"))
-    cls = policies[name]
+    if name not in policies and ":" not in name:
+        raise ScenarioError(Problem("", f"unknown policy {name!r}; known: {', '.join(policies)} (or a plug-in, "
+                                        "FILE.py:CLASS)"))
+    cls = policies.get(name) or get_policy(name)
     preset = name if name in preset_names("policies") else "cfs" if issubclass(cls, CFS) else None
     sources = (load_preset("policies", preset).get("sources") or {}) if preset else {}
-    table = Table(title=f"policy {name}: {cls.description}", show_lines=True)
+    table = Table(title=RichText(f"policy {name}: {cls.description}"), show_lines=True)  # a plug-in's words: no markup
     for col, ratio in (("option", 3), ("default", 2), ("kind", 2), ("what it is", 6), ("source", 8)):
         table.add_column(col, ratio=ratio, overflow="fold")
     for key, field in cls.Options.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        shown = json.dumps(default) if isinstance(default, (list, dict)) else str(default)
+        shown = json.dumps(default, default=str) if isinstance(default, (list, dict)) else str(default)
         source = sources.get(key)
-        table.add_row(key, RichText(shown if len(shown) <= 60 else shown[:57] + "..."),
+        table.add_row(RichText(key), RichText(shown if len(shown) <= 60 else shown[:57] + "..."),
                       source_kind(str(source)) if source else "-", RichText(field.description or ""),
                       RichText(" ".join(str(source).split()) if source else ""))
     out.print(table)

@@ -32,11 +32,10 @@ import math
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from .atomic import NAME_MAX, PATH_MAX, check_target
+from .atomic import NAME_MAX, PATH_MAX, check_target, replace_with
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, combine, estimate
 from .errors import NumasimError, Problem, ScenarioError
 from .sweep_dask import check_scheduler
@@ -200,29 +199,18 @@ def _write_part(parts: Path, key: str, rows: list[dict[str, Any]]) -> None:
     """A point's rows as ``parts/KEY.parquet``: there whole, or not at all."""
     import pandas as pd
 
-    tmp = parts / f".{key}.{uuid.uuid4().hex[:8]}.parquet.tmp"  # its own name: a point retried elsewhere may overlap
-    try:
-        with open(tmp, "xb") as fh:  # a new file: never through a link that is there already
-            pd.DataFrame(rows).to_parquet(fh, index=False)
-        os.replace(tmp, parts / f"{key}.parquet")
-    finally:
-        tmp.unlink(missing_ok=True)
+    # A temporary file of its own (a point retried elsewhere may overlap), then renamed.
+    replace_with(parts / f"{key}.parquet", lambda fh: pd.DataFrame(rows).to_parquet(fh, index=False))
 
 
 def _write_parquet(frame: "Any", target: Path, name: str) -> None:
     """``frame`` as the Parquet file ``target``, whole or not at all: written to a new file of a
     random name beside it (never through a link or a file that is there already), then renamed."""
-    tmp = target.with_name(f".{os.fsencode(target.name)[:200].decode('utf-8', 'ignore')}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        with open(tmp, "xb") as fh:
-            frame.to_parquet(fh, index=False)
-        os.replace(tmp, target)
+        replace_with(target, lambda fh: frame.to_parquet(fh, index=False))
     except OSError as exc:
         raise NumasimError(f"{name}: cannot write: {exc.strerror or exc} (the finished points stay in "
                            f"{target.name}.parts; run the sweep again to write it)") from None
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
 
 
 def _one_kind_per_column(frame: "Any") -> "Any":
@@ -231,10 +219,13 @@ def _one_kind_per_column(frame: "Any") -> "Any":
     for col in frame.columns:
         if frame[col].dtype != object:
             continue
+        def missing(v: Any) -> bool:
+            return v is None or (isinstance(v, float) and math.isnan(v))
+
         kinds = {"number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
-                 for v in frame[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+                 for v in frame[col] if not missing(v)}
         if len(kinds) > 1:
-            frame[col] = [v if v is None or isinstance(v, str) else json.dumps(v) for v in frame[col]]
+            frame[col] = [None if missing(v) else v if isinstance(v, str) else json.dumps(v) for v in frame[col]]
     return frame
 
 
@@ -286,6 +277,7 @@ def _check_call(grid, ranges, sample, policies, sets, out, scheduler, workers, s
 
     if scheduler is not None and not isinstance(scheduler, str):
         raise ScenarioError(Problem("--scheduler", f"expected an address (text), got {repr(scheduler)[:80]}"))
+
     def integer(v: Any) -> Any:  # numpy integers as ints; the rest as given, for sweep_points to judge
         return int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
 
@@ -416,7 +408,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     if out_path is not None and parts is not None and frames:  # nothing finished: nothing to write
         _write_parquet(frame, out_path, f"--out {out_path}")
         if not failures and parts.is_dir():
-            for f in [*parts.glob("*.parquet"), *parts.glob(".*.parquet.tmp")]:  # .tmp: a write cut short
+            for f in [*parts.glob("*.parquet"), *parts.glob(".*.tmp")]:  # .tmp: a write cut short
                 f.unlink()
             parts.rmdir()
     if not frames and parts is not None and parts.is_dir() and not any(parts.iterdir()):

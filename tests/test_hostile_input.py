@@ -1070,6 +1070,8 @@ def test_a_pod_that_would_arrive_after_the_run_is_refused(tmp_path, capsys):
                  "3600s is at or after the end of the run", "never run")
     expect_error(capsys, ["validate", p, "--set", "pods.0.replicas=3", "--set", "pods.0.stagger=1h"], str(p),
                  "pods[0].stagger", "its last replica would arrive at 7200s")
+    expect_error(capsys, ["run", p, "--set", "pods.0.start=3s", "--set", "duration=10s", "--duration", "2s"],
+                 "--duration", None, "2s ends the run before pods[0]", "never run")
 
 
 def test_an_output_inside_an_input_folder_and_a_file_as_its_folder_are_refused(tmp_path):
@@ -1079,9 +1081,11 @@ def test_an_output_inside_an_input_folder_and_a_file_as_its_folder_are_refused(t
     sysfs = tmp_path / "sys" / "node0"
     sysfs.mkdir(parents=True)
     (sysfs / "cpulist").write_text("0-3\n")
-    with pytest.raises(NumasimError, match="is a file inside .*an input of this command"):
-        check_target(str(sysfs / "cpulist"), "-o", (str(tmp_path / "sys"),))
-    check_target(str(tmp_path / "out.yaml"), "-o", (str(tmp_path / "sys"),))  # beside it: fine
+    for target in (sysfs / "cpulist", sysfs / "new.yaml"):  # an input's file, or a new one among them
+        with pytest.raises(NumasimError, match="is inside .*an input folder of this command"):
+            check_target(str(target), "-o", (str(tmp_path / "sys"),), folders=True)
+    check_target(str(tmp_path / "out.yaml"), "-o", (str(tmp_path / "sys"),), folders=True)  # beside it: fine
+    check_target(str(sysfs / "new.yaml"), "-o", (str(tmp_path / "sys"),))  # a command that reads no folders
     (tmp_path / "afile").write_text("x")
     with pytest.raises(NumasimError, match="afile is not a folder"):
         check_target(str(tmp_path / "afile" / "x.parquet"), "--out")
@@ -1102,3 +1106,19 @@ def test_a_plugin_name_that_is_no_label_is_the_plugins_error(tmp_path):
                  "class Long(CFS):\n    name = 'x' * 10_000\n")
     with pytest.raises(Refused, match="Long.name must be printable text of at most 80 characters"):
         get_policy(f"{f}:Long")
+
+
+def test_a_variant_whose_policy_reference_is_too_long_to_be_its_label_is_refused(tmp_path, capsys):
+    # Its label would be the reference, and results hold labels of at most 80 characters (compare reads them).
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    (deep / "pol.py").write_text("from numasim.policies.cfs import CFS\nclass Mine(CFS):\n    name = 'mine'\n")
+    d = copy.deepcopy(BASE)
+    d["policies"].append({"policy": f"{deep / 'pol.py'}:Mine"})
+    p = tmp_path / "long.yaml"
+    p.write_text(yaml.safe_dump(d), encoding="utf-8")
+    expect_error(capsys, ["validate", p], str(p), "policies[3].label", "has no label and its policy",
+                 "give it a label")
+    d["policies"][-1]["label"] = "mine"
+    p.write_text(yaml.safe_dump(d), encoding="utf-8")
+    assert main(["validate", str(p)]) == 0

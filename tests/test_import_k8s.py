@@ -100,6 +100,8 @@ def _container(pod: dict) -> dict:
     (lambda p: _container(p)["resources"]["limits"].__setitem__("cpu", True),
      "items[0].spec.containers[0].resources.limits.cpu: not a Kubernetes CPU quantity: true (true and false are never"),
     (lambda p: p["spec"].__setitem__("nodeName", [1]), "items[0].spec.nodeName: expected a string, got a list"),
+    # a terminal escape in a name is blamed where it is, not on the scenario field it would land in
+    (lambda p: p["spec"].__setitem__("nodeName", "node\x1b[2J"), "items[0].spec.nodeName: contains the control character"),
     (lambda p: p["metadata"].__setitem__("ownerReferences", {"a": 1}),
      "items[0].metadata.ownerReferences: expected a list, got an object"),
     (lambda p: p["metadata"].__setitem__("ownerReferences", [{"name": [1]}]),

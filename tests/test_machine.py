@@ -152,9 +152,11 @@ def test_a_preset_is_shown_value_by_value_with_its_source(capsys, monkeypatch):
     assert source_kind("LUMI user guide: https://example.org/x") == "cited"
     assert source_kind("the same run (URL as sockets)") == "cited"
     assert source_kind("64 cores per socket") == "-"
+    assert source_kind("NOT MEASURED for Zen 1: the shape of Rome's curve") != "measured"  # negated
+    assert source_kind("the 12 direct pairs of the measured SLIT; bandwidth DERIVED") == "derived"  # a word in passing
 
 
-def test_a_policy_is_shown_option_by_option(capsys, monkeypatch):
+def test_a_policy_is_shown_option_by_option(capsys, monkeypatch, tmp_path):
     from numasim.cli import main
     from numasim.policies.registry import available_policies
 
@@ -167,6 +169,11 @@ def test_a_policy_is_shown_option_by_option(capsys, monkeypatch):
     out = capsys.readouterr().out
     hz = [line for line in out.splitlines() if line.startswith("│ hz ")][0]
     assert "CONFIG_HZ=1000" in hz
+    plug = tmp_path / "weird.py"  # a plug-in by its file, whose words are shown as written (no rich markup)
+    plug.write_text("from numasim.policies.cfs import CFS\nclass Weird(CFS):\n    name = 'weird'\n"
+                    "    description = '[/bold] unbalanced [red'\n")
+    assert main(["policies", f"{plug}:Weird"]) == 0
+    assert "[/bold] unbalanced [red" in capsys.readouterr().out
     assert main(["policies", "nope"]) == 2
     err = capsys.readouterr().err  # known: the built-in ones and any loaded from files so far
     assert "unknown policy 'nope'; known: " in err and "cfs" in err

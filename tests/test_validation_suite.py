@@ -117,3 +117,21 @@ def test_a_bad_case_of_your_own_names_its_file_and_fields(tmp_path, capsys):
     bad.write_text("- a list\n", encoding="utf-8")
     assert main(["validation", "--case", str(bad)]) == 2
     assert "must be a mapping" in capsys.readouterr().err
+
+
+def test_a_case_of_your_own_finds_its_policy_file_beside_it(tmp_path, monkeypatch):
+    # A relative FILE.py:CLASS in the case's scenario is read beside the case file, in the workers too.
+    import yaml
+
+    sub = tmp_path / "cases"
+    sub.mkdir()
+    (sub / "pol.py").write_text("from numasim.policies.cfs import CFS\nclass Mine(CFS):\n    name = 'mine'\n")
+    data = yaml.safe_load(_own_case(tmp_path).read_text(encoding="utf-8"))
+    data["scenario"]["policies"][1]["policy"] = "pol.py:Mine"
+    data["scenario"]["policies"][1]["options"] = {}
+    mine = sub / "mine.yaml"
+    mine.write_text(yaml.safe_dump(data), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    (case,) = validation.load_cases(files=[str(mine.relative_to(tmp_path))])
+    (res,) = validation.run_suite(workers=1, cases=[case])
+    assert res.id == "my-mix" and res.predicted > 0

@@ -67,6 +67,13 @@ def _text(value: Any, source: str, path: str) -> str | None:
     """A name (a string) or None when it is missing."""
     if value is not None and not isinstance(value, str):
         raise _error(source, path, f"expected a string, got {_kind(value)}")
+    if value is not None:
+        from ..model.spec import _printable
+
+        try:  # blamed here, not on the imported scenario's field it would end up in
+            _printable(value)
+        except ValueError as exc:
+            raise _error(source, path, str(exc)) from None
     return value
 
 

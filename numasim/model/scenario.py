@@ -326,6 +326,9 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
     labels: set[str] = set()
     for i, v in enumerate(spec.policies):
         label = v.label or v.policy
+        if len(label) > 80:  # a plug-in's FILE.py:CLASS taken as the label: results hold labels of at most 80
+            problems.append(Problem(f"policies[{i}].label", f"the variant has no label and its policy, {len(label)} "
+                                                            "characters, is too long to be one (at most 80): give it a label"))
         if label in labels:
             problems.append(Problem(f"policies[{i}].label", f"duplicate label {label!r}; give each variant its own label"))
         labels.add(label)

@@ -187,7 +187,8 @@ class PodSpec(Spec):
     cpu_limit: Cpu | None = Field(default=None, ge=0.001, le=65_536, description="CPUs (2, 0.5 or '500m'); defaults to threads")
     memory: Size = Field(gt=0, le=2**50, description="memory the pod touches, e.g. '42GB'")
     profile: str = Field(min_length=1, description="a workload preset name or a key of the scenario's workloads")
-    start: Duration = Field(default=0, ge=0, description="arrival time of the first replica")
+    start: Duration = Field(default=0, ge=0, description="arrival time of the first replica (every replica must "
+                                                         "arrive before the run ends)")
     stagger: Duration = Field(default=0, ge=0, description="delay between successive replicas' arrivals")
     requests: Resources | None = Field(default=None, description="Kubernetes requests; default: equal to limits")
 

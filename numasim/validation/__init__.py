@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from ..errors import Problem, ScenarioError
 from ..jobs import Job, run_jobs, worker_count
@@ -53,6 +53,7 @@ class Case(Spec):
     scenario: dict[str, Any]
     numerator: str = Field(description="label of the variant on top of the ratio")
     denominator: str = Field(description="label of the variant below")
+    _file: str | None = PrivateAttr(default=None)  # a case file of the user's own: its policy files are beside it
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,9 @@ def load_case_file(path: str | Path) -> Case:
         case = Case.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(validation_problems(exc, Case), source=str(path)) from None
+    case._file = str(path)
     try:
-        _scenario(case, source=str(path))
+        _scenario(case)
     except ScenarioError as exc:
         raise ScenarioError([Problem(_under("scenario", p.path) if p.path not in ("numerator", "denominator")
                                      else p.path, p.message) for p in exc.problems], source=str(path)) from None
@@ -138,7 +140,7 @@ def load_cases(only: list[str] | None = None, files: list[str | Path] | tuple = 
 def _scenario(case: Case, source: str | None = None):
     from ..model.scenario import from_dict
 
-    source = source or f"validation case {case.id}"
+    source = source or case._file or f"validation case {case.id}"
     scenario = from_dict(case.scenario, source=source)
     labels = {v.label for v in scenario.variants}
     for which in ("numerator", "denominator"):
