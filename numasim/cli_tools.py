@@ -277,7 +277,7 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
         out.print(table)
         return 0
     if args.json:
-        check_target(args.json, "--json", inputs=tuple(args.case))
+        check_target(args.json, f"--json {args.json}", inputs=tuple(args.case))
     done = []
     results = validation.run_suite(workers=args.workers, cases=cases,
                                    on_done=lambda cid: done.append(cid) or err.print(
@@ -337,9 +337,12 @@ def _cmd_preset(kind: str, name: str, out: Console) -> int:
         shown = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
         shown = shown if len(shown) <= 120 else shown[:117] + "..."
         source = str(sources.get(key, "(no source)"))
-        k = source_kind(source) if key in sources else "-"
+        k = source_kind(source) if key in sources else "no source"
         kinds[k] += 1
         table.add_row(key, RichText(shown), k, RichText(" ".join(source.split())))
+    for key in sources.keys() - data.keys():  # why a field is left at its default ("no measurement found")
+        table.add_row(key, "(not set: the default)", source_kind(str(sources[key])),
+                      RichText(" ".join(str(sources[key]).split())))
     out.print(table)
     out.print(f"{len(data)} values: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()), highlight=False)
     return 0

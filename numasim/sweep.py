@@ -296,6 +296,10 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
           max_work_s: float | None = DEFAULT_MAX_WORK_S, max_memory_bytes: float | None = MAX_MEMORY_BYTES):
     """Run a sweep and return its rows as a pandas DataFrame (one row per point and variant).
 
+    Each swept path is a column of the values as given; a path whose values are of more than
+    one kind (``warmup: [0, 100ms]``: a number and text) is a column of text, as Parquet holds
+    one type a column (numbers, true/false and lists written as JSON: ``"0"``, ``"true"``).
+
     Parameters
     ----------
     scenario

@@ -139,7 +139,8 @@ def test_a_preset_is_shown_value_by_value_with_its_source(capsys, monkeypatch):
     sources = data.pop("sources")
     rows = [line for line in out.splitlines() if line.startswith("│ ")]
     shown = {line.split("│")[1].strip(): line for line in rows if line.split("│")[1].strip()}
-    assert set(data) - {"name", "description"} == set(shown)
+    assert (set(data) | set(sources)) - {"name", "description"} == set(shown)  # unset fields' notes too
+    assert "(not set: the default)" not in shown["interconnect_gbps"]
     assert "expectation" in shown["interconnect_gbps"] and "calibrated" in shown["thread_mlp"]
     assert sources["interconnect_gbps"].split()[0] in shown["interconnect_gbps"]
     assert "values:" in out.splitlines()[-1]

@@ -62,10 +62,10 @@ BAD = [
     (["runs", 0, "label"], ["x"], "runs[0].label: expected a label (printable text of 1-80 characters), got a list"),
     # Labels and pod names as bounded as a scenario's: a table lays out every line of a cell.
     (["runs", 0, "label"], "x" + "\n" * 200_000, "runs[0].label: expected a label (printable text of 1-80 characters), "
-                                                "got a string"),
-    (["baseline"], "b" * 81, "baseline: expected a label (printable text of 1-80 characters), got a string"),
+                                                "got 200,001 characters"),
+    (["baseline"], "b" * 81, "baseline: expected a label (printable text of 1-80 characters), got 81 characters"),
     (["runs", 0, "pods", 0, "group"], "g" * 301, "runs[0].pods[0].group: expected a pod name (printable text of "
-                                                 "1-300 characters), got a string"),
+                                                 "1-300 characters), got 301 characters"),
     (["runs", 0, "timeseries", "label"], [], "runs[0].timeseries.label: is not a series numasim writes"),
     (["runs", 0, "replicates"], "x", "runs[0].replicates: expected a list, got a string"),
     (["runs", 0, "replicates"], [{"seed": 1, "throughput": "a"}, {"seed": 2, "throughput": "b"}],

@@ -288,6 +288,7 @@ _RUN_OPTIONAL_NUMBERS = ("pages_promoted_bytes", "pages_demoted_bytes")
 _RUN_NUMBERS_OR_NULL = ("locality", "runqueue_wait")
 _POD_NAMES = ("name", "group")  # shown in tables and messages: printable
 _LABEL = "a label (printable text of 1-80 characters)"
+_POD_NAME = "a pod name (printable text of 1-300 characters)"
 _POD_TEXTS = ("status", "reason")  # a policy's words, JSON-escaped when written
 _POD_NUMBERS = ("throughput", "cpu_seconds", "migrations", "cross_node_migrations", "pages_migrated_bytes",
                 "throttled_seconds")
@@ -329,8 +330,8 @@ _KINDS = {
     "a string": lambda v: isinstance(v, str),
     "printable text": _is_text,
     # As a scenario's variant labels and pod names are bounded: a table lays out every line of a cell.
-    "a label (printable text of 1-80 characters)": lambda v: _is_text(v) and 1 <= len(v) <= 80,
-    "a pod name (printable text of 1-300 characters)": lambda v: _is_text(v) and 1 <= len(v) <= 300,
+    _LABEL: lambda v: _is_text(v) and 1 <= len(v) <= 80,
+    _POD_NAME: lambda v: _is_text(v) and 1 <= len(v) <= 300,
     _NUMBER: _is_number,
     _NUMBER_OR_NULL: lambda v: v is None or _is_number(v),
     _FIGURE: _is_figure,
@@ -348,6 +349,8 @@ def _need(obj: dict, key: str, path: str, what: str, optional: bool = False) -> 
     v = obj[key]
     if not _KINDS[what](v):
         got = f"{v:g}" if _is_number(v) and what in (_FIGURE, _FIGURE_OR_NULL) else _kind(v)
+        if what in (_LABEL, _POD_NAME) and _is_text(v):  # printable, so its length is what is wrong
+            got = f"{len(v):,} characters"
         raise _Shape(where, f"expected {what}, got {got}")
     return v
 
@@ -451,7 +454,7 @@ def _check_document(data: dict[str, Any]) -> None:
             if not isinstance(pod, dict):
                 raise _Shape(where, f"expected an object, got {_kind(pod)}")
             for key in _POD_NAMES:
-                _need(pod, key, where, "a pod name (printable text of 1-300 characters)")
+                _need(pod, key, where, _POD_NAME)
             for key in _POD_TEXTS:
                 _need(pod, key, where, "a string")
             for key in _POD_NUMBERS:

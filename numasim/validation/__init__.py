@@ -160,7 +160,7 @@ def _measure(case: Case) -> tuple[float, float]:
         value = getattr(result.run(label), case.metric)
         if value is None or not math.isfinite(value) or value <= 0:
             raise ScenarioError(Problem(label, f"{case.metric} is {value}: the ratio is undefined"),
-                                source=f"validation case {case.id}")
+                                source=case._file or f"validation case {case.id}")
         out.append(float(value))
     return out[0], out[1]
 
