@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
                     "A case of your own (a published or measured result, in the shipped cases' format: "
                     "docs/validation.md, 'Cases of your own'): numasim validation --case mine.yaml")
     val.add_argument("--only", action="append", metavar="ID", help="run only this shipped case; repeatable")
+    _budget_flags(val, "a suite whose cases' runs are")
     val.add_argument("--case", action="append", default=[], metavar="FILE",
                      help="also run this case file of your own (repeatable); with --case, the shipped cases run "
                           "only as --only names them")

@@ -278,8 +278,9 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
         return 0
     if args.json:
         check_target(args.json, f"--json {args.json}", inputs=tuple(args.case))
+    max_work, max_memory = _budget_limits(args)
     done = []
-    results = validation.run_suite(workers=args.workers, cases=cases,
+    results = validation.run_suite(workers=args.workers, cases=cases, max_work_s=max_work, max_memory_bytes=max_memory,
                                    on_done=lambda cid: done.append(cid) or err.print(
                                        f"finished {cid} ({len(done)}/{len(cases)})", highlight=False))
     table = Table(title="numasim validation: published versus predicted")

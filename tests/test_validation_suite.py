@@ -135,3 +135,16 @@ def test_a_case_of_your_own_finds_its_policy_file_beside_it(tmp_path, monkeypatc
     (case,) = validation.load_cases(files=[str(mine.relative_to(tmp_path))])
     (res,) = validation.run_suite(workers=1, cases=[case])
     assert res.id == "my-mix" and res.predicted > 0
+
+
+def test_the_suite_is_costed_before_anything_runs(tmp_path, capsys):
+    # A case of your own can be as costly as any scenario: the suite is refused whole, before it starts.
+    mine = _own_case(tmp_path)
+    out = tmp_path / "v.json"
+    assert main(["validation", "--case", str(mine), "--only", "mlc-2to1-vs-reads-hsw", "--max-work", "0.01",
+                 "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "these 2 cases are estimated at 4 simulations" in err and "run fewer cases (--only, --case)" in err
+    assert "finished" not in err and not out.exists()
+    with pytest.raises(validation.ScenarioError, match="this case is estimated"):
+        validation.run_suite(["mlc-3to1-vs-reads-clx"], workers=1, max_work_s=0.01)

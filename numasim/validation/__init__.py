@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr
 
+from ..budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES
 from ..errors import Problem, ScenarioError
 from ..jobs import Job, run_jobs, worker_count
 from ..model.spec import Spec, Text
@@ -154,7 +155,8 @@ def _measure(case: Case) -> tuple[float, float]:
     """Simulate ``case``'s two variants (in a worker) and return their metrics."""
     from ..runner import run
 
-    result = run(_scenario(case), policies=[case.numerator, case.denominator], workers=1, with_sla=False, quiet=True)
+    result = run(_scenario(case), policies=[case.numerator, case.denominator], workers=1, with_sla=False, quiet=True,
+                 max_work_s=None, max_memory_bytes=None)  # within the suite's budget, checked before it started
     out = []
     for label in (case.numerator, case.denominator):
         value = getattr(result.run(label), case.metric)
@@ -179,12 +181,22 @@ def _result(case: Case, num: float, den: float) -> CaseResult:
 
 
 def run_suite(only: list[str] | None = None, workers: int = 0, on_done=None,
-              cases: list[Case] | None = None) -> list[CaseResult]:
+              cases: list[Case] | None = None, max_work_s: float | None = DEFAULT_MAX_WORK_S,
+              max_memory_bytes: float | None = MAX_MEMORY_BYTES) -> list[CaseResult]:
     """Run the cases (all shipped ones, ``only`` those ids, or ``cases`` as :func:`load_cases` gave
-    them), in parallel over ``workers`` processes (0: one per CPU)."""
+    them), in parallel over ``workers`` processes (0: one per CPU). Refuse, before anything runs, a
+    suite whose two runs a case are estimated over ``max_work_s`` CPU seconds in all, or one of whose
+    simulations over ``max_memory_bytes`` (None: no limit), as ``numasim run`` refuses one run."""
+    from ..budget import check_budget, combine, estimate
+    from ..runner import select_variants
+
     cases = load_cases(only) if cases is None else cases
-    for case in cases:  # every scenario is checked before anything runs
-        _scenario(case)
+    costs = []
+    for case in cases:  # every scenario is checked, and costed, before anything runs
+        scenario = _scenario(case)
+        costs.append(estimate(scenario, select_variants(scenario, [case.numerator, case.denominator]), None, False))
+    check_budget(combine(costs), max_work_s, max_memory_bytes, "numasim validation",
+                 what="this case is" if len(cases) == 1 else f"these {len(cases)} cases are", fewer="run fewer cases (--only, --case)")
     values: dict[str, tuple[float, float]] = {}
     jobs = [Job(c.id, _measure, (c,), c.id, f"validation case {c.id}") for c in cases]
 
