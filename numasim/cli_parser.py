@@ -206,20 +206,18 @@ def _parser() -> argparse.ArgumentParser:
                                     "mine.py:MyPolicy. With NAME: each option, its default, what it is and where the "
                                     "default comes from. Example: numasim policies cfs")
     pp.add_argument("name", nargs="?", help="a policy whose options to show")
-    mp = sub.add_parser("machines", help="list the machine presets, or show one with the source of each value",
-                        description="List the machine presets (sockets, nodes, cores, SMT, frequency, memory, "
-                                    "latencies and bandwidths); a scenario names one as machine: NAME or machine: "
-                                    "{preset: NAME, ...overrides}. With NAME: every value of that preset, what kind of "
-                                    "figure it is (measured, derived, assumed, calibrated, ...) and its source. "
-                                    "Example: numasim machines epyc-7763-nps1")
-    mp.add_argument("name", nargs="?", help="a preset to show value by value, with sources")
-    wp = sub.add_parser("workloads", help="list the workload presets, or show one with the source of each value",
-                        description="List the workload presets (cycles and DRAM misses per operation, memory-level "
-                                    "parallelism, sharing, requests); a scenario's pod names one as profile: NAME, or "
-                                    "a workload under workloads: starts from one with base: NAME. With NAME: every "
-                                    "value of that preset, what kind of figure it is and its source. "
-                                    "Example: numasim workloads specjbb2005")
-    wp.add_argument("name", nargs="?", help="a preset to show value by value, with sources")
+    for kind, listed, example in (
+            ("machines", "the machine presets (sockets, nodes, cores, SMT, frequency, memory, latencies and "
+                         "bandwidths); a scenario names one as machine: NAME or machine: {preset: NAME, "
+                         "...overrides}", "epyc-7763-nps1"),
+            ("workloads", "the workload presets (cycles and DRAM misses per operation, memory-level parallelism, "
+                          "sharing, requests); a scenario's pod names one as profile: NAME, or a workload under "
+                          "workloads: starts from one with base: NAME", "specjbb2005")):
+        pre = sub.add_parser(kind, help=f"list the {kind[:-1]} presets, or show one with the source of each value",
+                             description=f"List {listed}. With NAME: every value of that preset, what kind of figure "
+                                         "it is (measured, derived, assumed, calibrated, ...) and its source. "
+                                         f"Example: numasim {kind} {example}")
+        pre.add_argument("name", nargs="?", help="a preset to show value by value, with sources")
     sch = sub.add_parser(
         "schema", help="write the scenario file's JSON schema, for editors that check and complete YAML",
         description="Write the JSON schema (draft 2020-12) of a scenario file: every field, its type, bounds, default "

@@ -286,12 +286,14 @@ def _run_options(scenario: Scenario, duration, warmup, replications) -> tuple[Sc
             raise ScenarioError(Problem("--duration", f"must be longer than the warm-up ({warm / 1e9:g}s), got {end / 1e9:g}s"))
         raise ScenarioError(Problem("--warmup", f"must be shorter than the duration ({end / 1e9:g}s), got {warm / 1e9:g}s"))
     if dur_ns is not None:  # as the scenario's own duration is checked (model/scenario.py): every pod arrives
-        for i, pod in enumerate(scenario.spec.pods):
-            last = pod.start + pod.stagger * (pod.replicas - 1)
-            if last >= dur_ns:
-                raise ScenarioError(Problem("--duration", f"{dur_ns / 1e9:g}s ends the run before pods[{i}] "
-                                                          f"({pod.name}) has all arrived ({last / 1e9:g}s): it would "
-                                                          "never run; lengthen --duration"))
+        from .model.scenario import late_pods
+
+        late = next(late_pods(scenario.spec.pods, dur_ns), None)
+        if late is not None:
+            i, pod, last = late
+            raise ScenarioError(Problem("--duration", f"{dur_ns / 1e9:g}s ends the run before pods[{i}] ({pod.name}) "
+                                                      f"has all arrived ({last / 1e9:g}s): it would never run; "
+                                                      "lengthen --duration"))
     return scenario, dur_ns
 
 

@@ -35,10 +35,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .atomic import NAME_MAX, PATH_MAX, check_target, replace_with
+from .atomic import check_target
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, check_budget, combine, estimate
 from .errors import NumasimError, Problem, ScenarioError
 from .sweep_dask import check_scheduler
+from .sweep_files import check_parts
+from .sweep_files import one_kind_per_column, read_done, write_result
+from .sweep_files import write_part as _write_part  # a name the tests replace
 
 __all__ = ["sweep", "sweep_points", "MAX_POINTS"]
 
@@ -195,78 +198,6 @@ def _run_point(data: dict[str, Any], source: str, point: dict[str, Any], key: st
     return rows
 
 
-def _write_part(parts: Path, key: str, rows: list[dict[str, Any]]) -> None:
-    """A point's rows as ``parts/KEY.parquet``: there whole, or not at all."""
-    import pandas as pd
-
-    # A temporary file of its own (a point retried elsewhere may overlap), then renamed.
-    replace_with(parts / f"{key}.parquet", lambda fh: pd.DataFrame(rows).to_parquet(fh, index=False))
-
-
-def _write_parquet(frame: "Any", target: Path, name: str) -> None:
-    """``frame`` as the Parquet file ``target``, whole or not at all: written to a new file of a
-    random name beside it (never through a link or a file that is there already), then renamed."""
-    try:
-        replace_with(target, lambda fh: frame.to_parquet(fh, index=False))
-    except OSError as exc:
-        raise NumasimError(f"{name}: cannot write: {exc.strerror or exc} (the finished points stay in "
-                           f"{target.name}.parts; run the sweep again to write it)") from None
-
-
-def _one_kind_per_column(frame: "Any") -> "Any":
-    """A swept column whose values are of more than one kind (``warmup: [0, 0.1s]``, ``cpu_limit: [1, 500m]``:
-    numbers and text) as text throughout: Parquet holds one type a column."""
-    for col in frame.columns:
-        if frame[col].dtype != object:
-            continue
-        def missing(v: Any) -> bool:
-            return v is None or (isinstance(v, float) and math.isnan(v))
-
-        kinds = {"number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
-                 for v in frame[col] if not missing(v)}
-        if len(kinds) > 1:
-            frame[col] = [None if missing(v) else v if isinstance(v, str) else json.dumps(v) for v in frame[col]]
-    return frame
-
-
-def _read_done(out: Path, parts: Path, keys: set[str]) -> dict[str, "Any"]:
-    """Rows of finished points by key: from the parts of an interrupted sweep and a previous result.
-
-    ``OUT`` and ``OUT.parts`` must hold points of this sweep only (``keys``): the result is
-    written over them, so the points of another sweep there would be lost.
-    """
-    import pandas as pd
-
-    done: dict[str, Any] = {}
-    old_keys: list[str] = []
-    if out.exists():
-        try:
-            old = pd.read_parquet(out)
-        except Exception as exc:
-            raise NumasimError(f"--out {out}: exists but is not a readable Parquet file of a sweep ({exc}); "
-                               "move it away or choose another --out") from None
-        if "point" not in old.columns and len(old.columns):  # (no columns: numasim <= 4e7e02d after every point failed)
-            raise NumasimError(f"--out {out}: exists and is not a sweep's result (no 'point' column); "
-                               "move it away or choose another --out")
-        for key, rows in (old.groupby("point", sort=False) if len(old) else ()):
-            done[str(key)] = rows
-        old_keys = list(done)
-    if parts.is_dir():
-        for f in parts.glob("*.parquet"):
-            try:
-                done[f.stem] = pd.read_parquet(f)
-            except Exception:
-                f.unlink()  # a part cut short by a crash: the point runs again
-    other = set(done) - keys
-    if other:
-        where = out if out.exists() and not (set(old_keys) <= keys) else parts
-        count = f"{len(other):,} point{'s' if len(other) != 1 else ''}"
-        raise NumasimError(
-            f"--out {out}: {where} holds {count} of another sweep (another grid, sample, --set, --seed, --policy "
-            "or numasim version), which this sweep would overwrite; move it away or choose another --out")
-    return done
-
-
 def _check_call(grid, ranges, sample, policies, sets, out, scheduler, workers, sample_seed):
     """sweep()'s arguments as the command line would let them through (numasim.calls): a bad one fails
     here, named, not in every point once the cluster is up."""
@@ -352,7 +283,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     parts = None
     if out_path is not None:  # checked before any point is validated or run
         check_target(str(out_path), f"--out {out_path}", (source,) if isinstance(scenario, (str, os.PathLike)) else ())
-        parts = _check_parts(out_path)
+        parts = check_parts(out_path)
     if grid is None and sample is None and ranges is None and spec.sweep is not None:
         grid, sample = spec.sweep.grid, spec.sweep.sample
         ranges = {k: tuple(v) for k, v in spec.sweep.ranges.items()}
@@ -378,7 +309,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
             jobs.append((point, data, key, where))
     done: dict[str, Any] = {}
     if out_path is not None and parts is not None:
-        done = _read_done(out_path, parts, seen)
+        done = read_done(out_path, parts, seen)
     n_todo = sum(k not in done for _, _, k, _ in jobs)
     if not quiet and len(jobs) >= CHECK_NOTICE_POINTS:  # up to a few ms a point: say why nothing shows yet
         print(f"sweep: checking and costing {len(jobs):,} points before any runs", file=sys.stderr, flush=True)
@@ -408,9 +339,9 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     frames = [pd.DataFrame(results[k]) if not isinstance(results[k], pd.DataFrame) else results[k]
               for _, _, k in jobs if k in results]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    frame = _one_kind_per_column(frame)
+    frame = one_kind_per_column(frame)
     if out_path is not None and parts is not None and frames:  # nothing finished: nothing to write
-        _write_parquet(frame, out_path, f"--out {out_path}")
+        write_result(frame, out_path, f"--out {out_path}")
         if not failures and parts.is_dir():
             for f in [*parts.glob("*.parquet"), *parts.glob(".*.tmp")]:  # .tmp: a write cut short
                 f.unlink()
@@ -422,22 +353,6 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
                            f"{'in ' + str(out_path) if out_path else 'lost: give --out to keep them'}; "
                            f"run the sweep again to retry): " + "; ".join(failures[:3]))
     return frame
-
-
-def _check_parts(out: Path) -> Path:
-    """``OUT.parts``, the folder of a sweep's finished points beside ``OUT``, if it (and a temporary file) can be made there."""
-    parts = out.with_name(out.name + ".parts")  # (.OUT.<random>.tmp takes at most 200 bytes of OUT's name)
-    if len(os.fsencode(parts.name)) > NAME_MAX or len(os.fsencode(os.path.abspath(parts))) + 64 > PATH_MAX:
-        raise NumasimError(f"--out {str(out)[:60]}...: the path is too long for a sweep, which also writes "
-                           f"NAME.parts/ (with its points' files) and a temporary .NAME.*.tmp beside it "
-                           f"({NAME_MAX - 6} bytes per name, {PATH_MAX - 70} in all)")
-    if parts.is_symlink():
-        raise NumasimError(f"--out {out}: {parts} is a symbolic link (a sweep keeps its finished points in a "
-                           "directory of its own there and removes it at the end); move it away or choose another --out")
-    if (parts.exists() or parts.is_symlink()) and not parts.is_dir():
-        raise NumasimError(f"--out {out}: {parts} exists and is not a directory (a sweep keeps its finished points "
-                           "there); move it away or choose another --out")
-    return parts
 
 
 def _run_points(todo, source, policies, seed, scheduler, workers, results, failures, parts, report, on_point, total):

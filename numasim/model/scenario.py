@@ -299,6 +299,14 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), machine:
     return from_dict(data, source=str(path), overrides=overrides)
 
 
+def late_pods(pods, end_ns: int):
+    """``(index, pod, last arrival)`` of each pod whose last replica would arrive at or after ``end_ns``."""
+    for i, pod in enumerate(pods):
+        last = pod.start + pod.stagger * (pod.replicas - 1)
+        if last >= end_ns:
+            yield i, pod, last
+
+
 def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tuple[str, ...] = (),
               _machines: "dict[str, Machine] | None" = None) -> Scenario:
     """Validate a scenario given as plain data (as parsed from YAML).
@@ -360,13 +368,12 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         problems.append(Problem("baseline", f"no policy variant is labelled {spec.baseline!r}; labels: {', '.join(sorted(labels))}"))
     if spec.warmup >= spec.duration:
         problems.append(Problem("warmup", f"must be shorter than duration ({spec.duration / 1e9:g}s), got {spec.warmup / 1e9:g}s"))
-    for i, pod in enumerate(spec.pods):  # a pod that would arrive once the run is over would never run
-        last = pod.start + pod.stagger * (pod.replicas - 1)
+    for i, pod, last in late_pods(spec.pods, spec.duration):  # it would arrive once the run is over: never run
         end = f"the end of the run (duration {spec.duration / 1e9:g}s)"
         if pod.start >= spec.duration:
             problems.append(Problem(f"pods[{i}].start", f"{pod.start / 1e9:g}s is at or after {end}: the pod would "
                                                         "never run; start it earlier or lengthen duration"))
-        elif last >= spec.duration:
+        else:
             problems.append(Problem(f"pods[{i}].stagger", f"its last replica would arrive at {last / 1e9:g}s, at or "
                                                           f"after {end}, and never run; shorten stagger or start, "
                                                           "or lengthen duration"))
