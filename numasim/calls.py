@@ -1,7 +1,7 @@
-"""Checks of the Python API's arguments, so that ``sweep()`` and ``calibrate()`` refuse what the
-command line would, with the flag's name, instead of failing deep inside (as ``run()`` does:
-:func:`numasim.runner._check_call`). Each returns the argument in the plain form the rest uses:
-numpy scalars as Python numbers, tuples and arrays as lists, one string as a list of one.
+"""Checks of the Python API's arguments, so that ``run()``, ``sweep()`` and ``calibrate()`` refuse
+what the command line would, with the flag's name and one wording, instead of failing deep inside.
+Each returns the argument in the plain form the rest uses: numpy scalars as Python numbers, tuples
+and arrays as lists, one string as a list of one.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import Problem, ScenarioError
 
-__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "path_or_none"]
+__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "check_seed", "duration_ns", "path_or_none"]
 
 MAX_DEPTH = 64  # nesting of one value (a machine's matrix is 3 deep)
 
@@ -92,11 +92,31 @@ def span_map(value: Any, flag: str) -> dict[str, tuple[float, float]] | None:
     return out
 
 
-def whole(value: Any, flag: str, lo: int, hi: int) -> int:
-    """A whole number from ``lo`` to ``hi`` (numpy integers too)."""
+def whole(value: Any, flag: str, lo: int, hi: int, meaning: str = "") -> int:
+    """A whole number from ``lo`` to ``hi`` (numpy integers too); ``meaning`` says what a value means."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= value <= hi:
-        raise _bad(flag, f"a whole number from {lo:,} to {hi:,}", value)
+        raise _bad(flag, f"a whole number from {lo:,} to {hi:,}{meaning}", value)
     return int(value)
+
+
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(value: Any, flag: str = "--seed") -> int | None:
+    """A seed: a whole number from 0 to 2**63-1, or None (the scenario's own)."""
+    return None if value is None else whole(value, flag, 0, MAX_SEED, " (2**63-1)")
+
+
+def duration_ns(value: Any, flag: str) -> int:
+    """A duration given as text with a unit (``"30s"``) or as whole nanoseconds (numpy integers too)."""
+    from .units import parse_duration
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ScenarioError(Problem(flag, str(exc))) from None
 
 
 def path_or_none(value: Any, flag: str) -> str | None:

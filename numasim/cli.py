@@ -24,7 +24,8 @@ from .budget import estimate
 from .errors import NumasimError
 from .policies.registry import available_policies, broken_policies
 from .analysis.results import RunResult
-from .runner import check_seed, run
+from .calls import check_seed
+from .runner import run
 from .model.presets import load_preset, machine_preset, preset_names
 from .model.scenario import load
 from .cli_parser import _parser

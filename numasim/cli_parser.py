@@ -14,16 +14,17 @@ __all__ = ["_parser"]
 
 
 def _workers(text: str) -> int:
-    """``--workers``: 0 (one per CPU) up to runner.MAX_WORKERS processes."""
+    """``--workers``: 0 (one per CPU) up to runner.MAX_WORKERS processes, in run()'s words (numasim.calls)."""
+    from .calls import whole
+    from .errors import ScenarioError
     from .runner import MAX_WORKERS
 
     try:
-        n = int(text)
+        return whole(int(text), "--workers", 0, MAX_WORKERS, " (0: one per CPU)")
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}") from None
-    if not 0 <= n <= MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"must be 0 (one per CPU) to {MAX_WORKERS}, got {text[:40]}")
-    return n
+    except ScenarioError as exc:
+        raise argparse.ArgumentTypeError(exc.problems[0].message) from None
 
 
 def _budget_flags(parser: argparse.ArgumentParser, what: str, where: str = "") -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from typing import Any, Callable
 
 import numpy as np
@@ -18,7 +17,7 @@ from .analysis.sla import climb, score
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, OUTPUT_COPIES, check_budget, estimate
 from .jobs import Job, run_jobs, worker_count
 from .progress import RunProgress
-from .units import parse_duration
+from .calls import check_seed, duration_ns, text_list, whole
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
 
@@ -156,11 +155,8 @@ def run(
         What the caller will build from the result ("json", "csv", "report", "trace"): their memory
         is counted with the results kept.
     """
-    if isinstance(policies, str):
-        policies = [policies]
     seed = check_seed(seed)
-    _check_call(policies, workers, outputs)
-    workers = int(workers)
+    policies, workers, replications = _check_call(policies, workers, replications, outputs)
     variants = select_variants(scenario, policies)
     scenario, dur_ns = _run_options(scenario, duration, warmup, replications)
     check_budget(estimate(scenario, variants, dur_ns, with_sla, tuple(outputs)), max_work_s, max_memory_bytes,
@@ -237,49 +233,28 @@ def provenance(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def _duration_ns(value: str | int, flag: str) -> int:
-    if isinstance(value, bool):
-        raise ScenarioError(Problem(flag, f"expected a duration such as '30s', got {value!r}"))
-    try:
-        return parse_duration(value) if not isinstance(value, int) else value
-    except ValueError as exc:
-        raise ScenarioError(Problem(flag, str(exc))) from None
-
-
-def check_seed(seed: Any) -> int | None:
-    """The seed as an int (None: the scenario's); refused unless a whole number from 0 to 2**63-1."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
-                             or not 0 <= seed <= 2**63 - 1):
-        raise ScenarioError(Problem("--seed", f"must be between 0 and 2**63-1, got {repr(seed)[:40]}"))
-    return None if seed is None else int(seed)
-
-
-def _check_call(policies: Any, workers: Any, outputs: Any) -> None:
-    """Refuse arguments of run() the command line would not let through (the budget's are check_budget's)."""
-    if policies is not None and (not isinstance(policies, (list, tuple))
-                                 or not all(isinstance(p, str) for p in policies)):
-        raise ScenarioError(Problem("--policy", f"expected a list of variant labels or policy names, got "
-                                                f"{str(policies)[:80]!r}"))
-    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 0 <= workers <= MAX_WORKERS:
-        raise ScenarioError(Problem("--workers", f"must be 0 (one per CPU) to {MAX_WORKERS}, got {repr(workers)[:40]}"))
+def _check_call(policies: Any, workers: Any, replications: Any, outputs: Any) -> tuple:
+    """run()'s arguments as the command line would let them through (numasim.calls; the budget's are
+    check_budget's): the policies as a list, the numbers as ints."""
+    if policies is not None:
+        policies = text_list(policies, "--policy", "variant labels or policy names")
     known = tuple(OUTPUT_COPIES) + ("csv",)
     if not isinstance(outputs, (list, tuple)) or not all(o in known for o in outputs):
         raise ScenarioError(Problem("outputs", f"expected a tuple of {', '.join(known)}, got {str(outputs)[:80]!r}"))
+    return (policies, whole(workers, "--workers", 0, MAX_WORKERS, " (0: one per CPU)"),
+            None if replications is None else whole(replications, "--replications", 1, MAX_REPLICATIONS))
 
 
 def _run_options(scenario: Scenario, duration, warmup, replications) -> tuple[Scenario, int | None]:
     """The scenario with ``--warmup`` and ``--replications`` applied, and ``--duration`` in ns (None: the scenario's)."""
     if replications is not None:
-        if isinstance(replications, bool) or not isinstance(replications, int) or not 1 <= replications <= MAX_REPLICATIONS:
-            raise ScenarioError(Problem("--replications", f"must be a whole number from 1 to {MAX_REPLICATIONS}, "
-                                                          f"got {replications!r}"))
         scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"replications": replications}))
     if warmup is not None:
-        warm_ns = _duration_ns(warmup, "--warmup")
+        warm_ns = duration_ns(warmup, "--warmup")
         if warm_ns < 0:
             raise ScenarioError(Problem("--warmup", f"must not be negative, got {warm_ns / 1e9:g}s"))
         scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"warmup": warm_ns}))
-    dur_ns = _duration_ns(duration, "--duration") if duration is not None else None
+    dur_ns = duration_ns(duration, "--duration") if duration is not None else None
     end, warm = (dur_ns if dur_ns is not None else scenario.spec.duration), scenario.spec.warmup
     if end <= warm:
         if duration is not None:

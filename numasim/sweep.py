@@ -258,7 +258,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
 
     from .model.scenario import apply_overrides, from_dict
     from .model.yamlfile import read_yaml
-    from .runner import check_seed, select_variants
+    from .calls import check_seed
+    from .runner import select_variants
 
     grid, ranges, sample, policies, sets, out, workers, sample_seed = _check_call(
         grid, ranges, sample, policies, sets, out, scheduler, workers, sample_seed)

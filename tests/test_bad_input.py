@@ -430,7 +430,7 @@ def _no_json_left(folder: Path, name: str = "out.json") -> None:
     (["--duration", "1s"], "--duration", ["must be longer than the warm-up (1s)", "got 1s"]),
     (["--duration", "soon"], "--duration", ["expected a duration with a unit", "got 'soon'"]),
     (["--policy", "linux"], "--policy", ["no variant 'linux' in this scenario", "labels: cfs, numactl, taskset"]),
-    (["--seed", "-1"], "--seed", ["must be between 0 and 2**63-1", "got -1"]),
+    (["--seed", "-1"], "--seed", ["expected a whole number from 0 to 9,223,372,036,854,775,807 (2**63-1)", "got -1"]),
 ])
 def test_bad_run_options_write_no_json(tmp_path, capsys, extra, source, words):
     path = scenario(tmp_path)
@@ -516,7 +516,7 @@ def test_subprocess_no_traceback(tmp_path, case):
         "malformed-yaml": (["validate", path.name], "error: scenario.yaml: malformed YAML at line 2, column 1"),
         "missing-file": (["validate", "nope.yaml"], "error: nope.yaml: file not found"),
         "bad-set": (["validate", path.name, "--set", "pods.5.replicas=1"], "error: --set: pods.5: no item '5'"),
-        "bad-seed": (["run", path.name, "--quiet", "--seed", "-3", "--json", "out.json"], "error: --seed: must be between"),
+        "bad-seed": (["run", path.name, "--quiet", "--seed", "-3", "--json", "out.json"], "error: --seed: expected a whole number from 0 to"),
         "json-dir": (["run", path.name, "--quiet", "--json", "."], "error: --json .: is a directory"),
     }[case]
     proc = _cli(args, tmp_path)

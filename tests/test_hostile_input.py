@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -705,7 +707,7 @@ def test_warmup_is_checked_against_the_duration_of_the_run(tmp_path, capsys):
     assert main(["run", str(p), "--quiet", "--workers", "1", "--no-sla", "--warmup", "3s", "--duration", "4s"]) == 0
     capsys.readouterr()
     expect_error(capsys, ["run", p, "--quiet", "--warmup", "3s"], "--warmup", None, "shorter than the duration (2s)")
-    expect_error(capsys, ["run", p, "--quiet", "--replications", "0"], "--replications", None, "1 to 1000")
+    expect_error(capsys, ["run", p, "--quiet", "--replications", "0"], "--replications", None, "1 to 1,000")
 
 
 def test_the_same_file_through_a_symlinked_folder_is_caught(tmp_path, capsys):
@@ -866,13 +868,16 @@ def test_a_measurements_csv_with_a_field_over_the_csv_limit_is_a_clear_error(tmp
 
 
 @pytest.mark.parametrize("kw, words", [
-    ({"seed": float("nan")}, "--seed: must be between 0 and 2**63-1, got nan"),
-    ({"seed": -1}, "--seed: must be between 0 and 2**63-1, got -1"),
-    ({"seed": 2**70}, "--seed: must be between 0 and 2**63-1"),
-    ({"seed": "1"}, "--seed: must be between 0 and 2**63-1, got '1'"),
-    ({"seed": True}, "--seed: must be between 0 and 2**63-1, got True"),
-    ({"workers": "2"}, "--workers: must be 0 (one per CPU) to 512, got '2'"),
-    ({"policies": [None]}, "--policy: expected a list of variant labels or policy names"),
+    ({"seed": float("nan")}, "--seed: expected a whole number from 0 to 9,223,372,036,854,775,807 (2**63-1), got nan"),
+    ({"seed": -1}, "--seed: expected a whole number from 0 to 9,223,372,036,854,775,807 (2**63-1), got -1"),
+    ({"seed": 2**70}, "--seed: expected a whole number from 0 to 9,223,372,036,854,775,807 (2**63-1)"),
+    ({"seed": "1"}, "--seed: expected a whole number from 0 to 9,223,372,036,854,775,807 (2**63-1), got '1'"),
+    ({"seed": True}, "--seed: expected a whole number from 0 to 9,223,372,036,854,775,807 (2**63-1), got True"),
+    ({"workers": "2"}, "--workers: expected a whole number from 0 to 512 (0: one per CPU), got '2'"),
+    ({"workers": 2.0}, "--workers: expected a whole number from 0 to 512 (0: one per CPU), got 2.0"),
+    ({"replications": np.float64(2)}, "--replications: expected a whole number from 1 to"),
+    ({"duration": [1]}, "--duration: expected a duration with a unit"),
+    ({"policies": [None]}, "--policy: expected variant labels or policy names: a string or a list of strings"),
     ({"max_work_s": float("nan")}, "--max-work: the limit must be a positive number, or None (or inf) for no limit; got nan"),
     ({"max_memory_bytes": -1}, "--max-memory: the limit must be a positive number, or None (or inf) for no limit; got -1"),
     ({"outputs": "json"}, "outputs: expected a tuple of"),
@@ -919,8 +924,8 @@ def test_numpy_integers_and_an_infinite_limit_are_taken():
 
     s = from_dict({**copy.deepcopy(BASE), "duration": "1500ms"})
     r = numasim.run(s, policies="cfs", seed=np.int64(3), workers=np.int64(1), quiet=True, with_sla=False,
-                    max_memory_bytes=float("inf"))
-    assert r.run("cfs").seeds == [3] and r.scenario["seed"] == 3
+                    max_memory_bytes=float("inf"), replications=np.int64(1), duration=np.int64(1_500_000_000))
+    assert r.run("cfs").seeds == [3] and r.scenario["seed"] == 3 and r.scenario["duration_s"] == 1.5
 
 
 def test_an_unknown_key_with_brackets_is_named_as_written():
@@ -1122,3 +1127,12 @@ def test_a_variant_whose_policy_reference_is_too_long_to_be_its_label_is_refused
     d["policies"][-1]["label"] = "mine"
     p.write_text(yaml.safe_dump(d), encoding="utf-8")
     assert main(["validate", str(p)]) == 0
+
+
+def test_workers_are_refused_in_the_same_words_from_the_command_line_and_from_python(tmp_path, capsys):
+    words = "expected a whole number from 0 to 512 (0: one per CPU), got 600"
+    with pytest.raises(SystemExit) as stop:
+        main(["run", str(scenario(tmp_path)), "--quiet", "--workers", "600"])
+    assert stop.value.code == 2 and words in capsys.readouterr().err
+    with pytest.raises(ScenarioError, match=re.escape("--workers: " + words)):
+        numasim.run(from_dict(BASE), quiet=True, workers=600)

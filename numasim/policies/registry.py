@@ -153,8 +153,9 @@ def get_policy(name: str, base_dir: str | None = None) -> type[Policy]:
     known = available_policies()
     if name not in known and name in _BROKEN:
         raise ScenarioError(Problem("policy", _BROKEN[name]))
-    if name not in known:
+    if name not in known:  # numasim's own first, then plug-ins (a long list is cut, the built-ins stay)
+        listed = sorted(known, key=lambda n: (not known[n].__module__.startswith("numasim."), n))
         raise ScenarioError(
-            Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(known)}")
+            Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(listed)}")
         )
     return known[name]

@@ -247,35 +247,44 @@ class Rates:
         F[layout.F_ISHARE, tids] = ishare
 
     def _set_tau_one(self, tid: int) -> bool:
-        """:meth:`_set_tau` for one working thread whose time per op is compute plus memory stalls (no
-        coherence, lock, chiplet link or per-request buffers), in plain floats: the same operations
-        in the same order as the arrays' (a thread moved across nodes costs this at each move).
-        False, having done nothing, for any other thread."""
+        """:meth:`_set_tau` for one thread in plain floats, the same operations in the same order as
+        the arrays': a working thread whose time per op is compute plus memory stalls (no coherence,
+        lock, chiplet link or per-request buffers; one moved across nodes costs this at each move),
+        or a thread starting its start-up touch under the local memory policy (each new thread costs
+        this). False, having done nothing, for any other thread."""
         cpu = self.t_cpu[tid]
-        shared_rid, private_rid = self.t_shared_rid[tid], self.t_private[tid]
-        if (cpu < 0 or shared_rid < 0 or private_rid < 0 or self.t_phase[tid] != WORK or self._has_coherence
-                or self.r_throttle[tid] != 1.0
-                or self._has_lock or self.machine.cpu_chiplet is not None
-                or (self._has_transient and self.p_transient[tid])):
+        phase = self.t_phase[tid]
+        if cpu < 0 or self.r_throttle[tid] != 1.0 or self.machine.cpu_chiplet is not None:
             return False
         node = self._cpu_node[cpu]
         local = [0.0] * self.machine.n_nodes
         local[node] = 1.0
-        shared = self.memory.distribution(shared_rid) or local  # not touched yet: allocated where used
-        private = self.memory.distribution(private_rid) or local
-        sf = self.p_shared[tid]
-        acc = np.array([sf * a + (1.0 - sf) * b for a, b in zip(shared, private)])
+        if phase == TOUCH:  # as _phase_params's touching rows: one line written per op, streaming, here
+            if not self._pol[POL_LOCAL, self.t_pod[tid]]:
+                return False
+            acc = np.array(local)
+            compute, misses, stall, ind = LINE / self.p_touch[tid], 1.0, 1.0 / self.machine.stream_mlp, 1.0
+        else:
+            shared_rid, private_rid = self.t_shared_rid[tid], self.t_private[tid]
+            if (shared_rid < 0 or private_rid < 0 or phase != WORK or self._has_coherence or self._has_lock
+                    or (self._has_transient and self.p_transient[tid])):
+                return False
+            shared = self.memory.distribution(shared_rid) or local  # not touched yet: allocated where used
+            private = self.memory.distribution(private_rid) or local
+            sf = self.p_shared[tid]
+            acc = np.array([sf * a + (1.0 - sf) * b for a, b in zip(shared, private)])
+            compute = self.p_cycles[tid] / float(self.f_cpu[cpu])
+            misses, stall, ind = self.p_misses[tid], self.p_stall[tid], self.p_ind[tid]
         lat = float(thread_latency(acc[None], self._lmat, np.array([node]), None, None)[0])
         self._flush_miss_node((tid,))
         self.r_access[tid] = acc
         self.r_local[tid] = float(acc[node])
         self.r_latency[tid] = lat
-        compute = self.p_cycles[tid] / float(self.f_cpu[cpu])
-        memory = self.p_misses[tid] * lat * self.p_stall[tid]
+        memory = misses * lat * stall
         tau = compute + memory
         self.r_tau[tid] = tau
         self.r_cshare[tid] = compute / tau
-        self.r_ishare[tid] = memory * self.p_ind[tid] / tau
+        self.r_ishare[tid] = memory * ind / tau
         return True
 
     def _solve_soon(self) -> None:
