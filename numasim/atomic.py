@@ -20,6 +20,8 @@ __all__ = ["check_target", "write_all", "write_text"]
 
 NAME_MAX = 255  # bytes in one path component (Linux, macOS)
 PATH_MAX = 4096
+# numasim's own files (its presets, validation cases and templates) are inputs of every command.
+PACKAGE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
 
 
 def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], ...] = (),
@@ -29,6 +31,7 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
     Refused: an empty path; a path or file name too long for the system; a folder that does
     not exist or cannot be written; an existing directory, device, FIFO or socket; a symbolic
     link (numasim replaces files, and would replace the link, not write where it points);
+    a path inside numasim's installation (its presets and validation cases are every command's inputs);
     any of ``inputs`` (the files the command reads: the scenario, a machine file, policy files); with
     ``folders`` (a command that reads whole folders: ``machine import`` of a sysfs copy), any path inside
     an input that is a folder.
@@ -39,6 +42,9 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
     if len(os.fsencode(str(path))) > PATH_MAX or len(os.fsencode(path.name)) > NAME_MAX:
         raise NumasimError(f"{name[:60]}...: the path is too long ({NAME_MAX} bytes per name, {PATH_MAX} in all)")
     folder = path.parent if str(path.parent) else Path(".")
+    if os.path.realpath(path).startswith(PACKAGE):
+        raise NumasimError(f"{name}: is inside numasim's installation ({PACKAGE.rstrip(os.sep)}), whose presets and "
+                           "validation cases every command reads; write it elsewhere")
     if folders:
         real = os.path.realpath(path)
         for other in inputs:

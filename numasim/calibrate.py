@@ -148,15 +148,20 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
 
     from .budget import check_budget, combine, estimate
     from .model.scenario import apply_overrides, fraction_inside, from_dict, set_path
-    from .model.yamlfile import read_yaml
+    from .model.yamlfile import check_data, read_yaml
     from .runner import run, select_variants
 
     fit, targets, sets, replications, workers, max_evaluations = _check_call(
         fit, targets, sets, replications, workers, max_evaluations, origins)
+    from .calls import callback, flag
+
+    on_evaluation, leave_one_out = callback(on_evaluation, "on_evaluation"), flag(leave_one_out, "leave_one_out")
     if isinstance(scenario, (str, os.PathLike)):
         source, base = str(scenario), read_yaml(Path(scenario))
     else:
-        source, base = "<calibration scenario>", copy.deepcopy(scenario)
+        source = "<calibration scenario>"
+        check_data(scenario, source)  # before a copy walks it
+        base = copy.deepcopy(scenario)
     if not isinstance(base, dict):
         raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)
     if sets:

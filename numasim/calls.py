@@ -11,9 +11,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from .errors import Problem, ScenarioError
 
-__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "check_seed", "duration_ns", "path_or_none"]
+__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "check_seed", "duration_ns", "path_or_none",
+           "callback", "flag"]
 
 MAX_DEPTH = 64  # nesting of one value (a machine's matrix is 3 deep)
 
@@ -126,3 +129,17 @@ def path_or_none(value: Any, flag: str) -> str | None:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     raise _bad(flag, "a file name", value)
+
+
+def callback(value: Any, name: str) -> Any:
+    """A function to call (or None), refused before any work rather than at its first call."""
+    if value is not None and not callable(value):
+        raise _bad(name, "a function (or None)", value)
+    return value
+
+
+def flag(value: Any, name: str) -> bool:
+    """True or False (numpy's too): ``"no"`` is not taken as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise _bad(name, "True or False", value)
+    return bool(value)

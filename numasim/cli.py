@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import threading
-import unicodedata
 import traceback
 
 from rich.console import Console
@@ -21,8 +20,8 @@ from rich.text import Text
 
 from .atomic import check_target, write_all
 from .budget import estimate
-from .errors import NumasimError
-from .policies.registry import available_policies, broken_policies
+from .errors import NumasimError, inert
+from .policies.registry import available_policies, broken_policies, plugin_files
 from .analysis.results import RunResult
 from .calls import check_seed
 from .runner import run
@@ -126,7 +125,7 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     # command line or in the scenario: the file of each variant's policy class outside numasim).
     inputs = (args.scenario, *([args.machine] if args.machine else []),
               *(ref.rpartition(":")[0] for ref in args.policy_file if ref.rpartition(":")[0]),
-              *_policy_files(scenario))
+              *plugin_files(v.policy for v in scenario.variants))
     seen: dict[str, str] = {}
     for flag, target in outputs:
         path = check_target(target, f"{flag} {target}", inputs)
@@ -170,20 +169,6 @@ def _cmd_run(args, out: Console, err: Console) -> int:
     return 0
 
 
-def _inert(text: str) -> str:
-    """``text`` with any character a terminal would act on (an escape, a carriage return) or could not
-    encode (a lone surrogate) written as its escape: an error may quote what the user typed."""
-    return "".join(ch.encode("unicode_escape").decode() if ch not in "\n\t" and unicodedata.category(ch) in
-                   ("Cc", "Cf", "Cs") else ch for ch in text)
-
-
-def _policy_files(scenario) -> list[str]:
-    """The source files of a scenario's policy classes that are not numasim's own."""
-    own = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    files = (getattr(sys.modules.get(v.policy.__module__), "__file__", None) for v in scenario.variants)
-    return sorted({f for f in files if f and not os.path.abspath(f).startswith(own)})
-
-
 def _cmd_validate(args, out: Console) -> int:
     s = load(args.scenario, args.set)
     m = s.machine
@@ -200,7 +185,7 @@ def _cmd_policies(out: Console) -> int:
     t.add_column("description")
     t.add_column("options")
     for name, cls in available_policies().items():
-        t.add_row(Text(name), Text(cls.description), ", ".join(cls.Options.model_fields))
+        t.add_row(Text(inert(name)), Text(inert(str(cls.description))), inert(", ".join(cls.Options.model_fields)))
     out.print(t)
     for name, reason in broken_policies().items():
         out.print(Text(f"warning: policy {name!r} is not available: {reason}", style="yellow"))
@@ -317,7 +302,7 @@ def _main(args) -> int:
         return _cmd_workloads(out)
     except NumasimError as exc:
         # soft_wrap: one message, not re-wrapped at the console width (it may be piped or grepped)
-        err.print(f"error: {_inert(str(exc))}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {inert(str(exc))}", markup=False, highlight=False, soft_wrap=True)
         if args.debug and exc.__cause__ is not None:
             err.print("".join(traceback.format_exception(exc.__cause__)), markup=False, highlight=False)
         return 2

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text as RichText
 
 from .atomic import check_target, write_all
-from .errors import NumasimError, Problem, ScenarioError
+from .errors import NumasimError, Problem, ScenarioError, inert, safe_str
 from .model.presets import preset_names
 from .model.yamlfile import MAX_BYTES, read_yaml_text
 
@@ -74,7 +74,6 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
     machine = _machine_arg(args.machine)
     exclude = tuple(args.exclude_namespace) if args.exclude_namespace else ("kube-system",)
     scenario, warnings = import_k8s(args.pods, args.kubelet_config, machine, args.node, args.profile, exclude)
-    from_dict(scenario, source=f"the scenario imported from {args.pods}")  # refuse to write what would not run
     header = (f"# Written by `numasim k8s import {Path(args.pods).name}"
               + (f" --kubelet-config {Path(args.kubelet_config).name}" if args.kubelet_config else "") + "`.\n"
               "# Guessed (Kubernetes does not know them): each pod's busy threads (its CPU limit, else request,\n"
@@ -91,6 +90,7 @@ def _cmd_k8s(args, out: Console, err: Console) -> int:
         raise ScenarioError(Problem("", f"the imported scenario ({len(scenario['pods']):,} pod groups) would be "
                                         f"refused when read back ({exc.problems[0].message}): import fewer pods "
                                         "(--node, --exclude-namespace)"), source=args.pods) from None
+    from_dict(scenario, source=f"the scenario imported from {args.pods}")  # refuse to write what would not run
     write_all([(target, text, f"-o {args.output}")])
     for w in warnings:
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
@@ -178,8 +178,14 @@ def _cmd_calibrate(args, out: Console, err: Console) -> int:
     if not 1 <= args.max_evaluations <= MAX_EVALUATIONS:
         raise ScenarioError(Problem("--max-evaluations", f"must be 1-{MAX_EVALUATIONS}"))
     max_work, max_memory = _budget_limits(args)
-    inputs = (args.scenario,) + ((args.measured,) if args.measured else ())
-    target_file = check_target(args.json, f"--json {args.json}", inputs) if args.json else None
+    target_file = None
+    if args.json is not None:  # inputs are never outputs: the scenario, the measurements, its policy files
+        from .model.scenario import load
+        from .policies.registry import plugin_files
+
+        plugins = plugin_files(v.policy for v in load(args.scenario, args.set).variants)
+        inputs = (args.scenario,) + ((args.measured,) if args.measured else ()) + tuple(plugins)
+        target_file = check_target(args.json, f"--json {args.json}", inputs)
     res = calibrate(args.scenario, fit, targets, sets=args.set, replications=args.replications,
                     workers=args.workers, max_evaluations=args.max_evaluations, leave_one_out=args.leave_one_out,
                     origins=origins, max_work_s=max_work, max_memory_bytes=max_memory,
@@ -252,7 +258,7 @@ def _cmd_compare(args, out: Console, err: Console) -> int:
     rows = compare(a, b)
     if not rows:
         raise NumasimError(f"{args.a} and {args.b} have no variant label in common")
-    table = Table(title=f"{Path(args.a).name} (A) against {Path(args.b).name} (B)")
+    table = Table(title=RichText(inert(f"{Path(args.a).name} (A) against {Path(args.b).name} (B)")))
     for col in ("variant", "figure", "A", "B", "change", "p", "significant"):
         table.add_column(col)
     for r in rows:
@@ -268,16 +274,20 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
     from . import validation
 
     cases = validation.load_cases(args.only, args.case)
+    if args.list and args.json is not None:
+        raise ScenarioError(Problem("--json", "--list prints the cases; --json writes a run's results: give one"))
     if args.list:
         table = Table(title="validation cases")
         for col in ("id", "mechanism", "machine", "published", "band %", "title"):
             table.add_column(col)
         for c in cases:
-            table.add_row(c.id, c.mechanism, c.machine_family, f"{c.published:.3f}", f"{c.band_pct:g}", c.title)
+            table.add_row(c.id, c.mechanism, RichText(inert(c.machine_family)), f"{c.published:.3f}",
+                          f"{c.band_pct:g}", RichText(inert(c.title)))  # a case of the user's: no markup
         out.print(table)
         return 0
-    if args.json:
-        check_target(args.json, f"--json {args.json}", inputs=tuple(args.case))
+    if args.json is not None:  # inputs are never outputs: the case files and their policy files
+        check_target(args.json, f"--json {args.json}",
+                     inputs=tuple(args.case) + tuple(f for c in cases for f in c.plugin_files()))
     max_work, max_memory = _budget_limits(args)
     done = []
     results = validation.run_suite(workers=args.workers, cases=cases, max_work_s=max_work, max_memory_bytes=max_memory,
@@ -294,8 +304,8 @@ def _cmd_validation(args, out: Console, err: Console) -> int:
     data = validation.suite_json(results)
     out.print(f"MAPE {data['mape_pct']:.1f} % over {len(results)} cases; {sum(r.within for r in results)} within "
               f"their band; {sum(r.direction_ok for r in results)} in the right direction", highlight=False)
-    if args.json:
-        write_all([(args.json, json.dumps(data, indent=2), "--json")])
+    if args.json is not None:
+        write_all([(args.json, json.dumps(data, indent=2, allow_nan=False), f"--json {args.json}")])
     return 0 if all(r.within for r in results) else 1
 
 
@@ -363,15 +373,19 @@ def _cmd_policy(name: str, out: Console) -> int:
     cls = policies.get(name) or get_policy(name)
     preset = name if name in preset_names("policies") else "cfs" if issubclass(cls, CFS) else None
     sources = (load_preset("policies", preset).get("sources") or {}) if preset else {}
-    table = Table(title=RichText(f"policy {name}: {cls.description}"), show_lines=True)  # a plug-in's words: no markup
+    # A plug-in's words: no markup, and no character a terminal would act on.
+    table = Table(title=RichText(inert(f"policy {name}: {safe_str(cls.description, 2000)}")), show_lines=True)
     for col, ratio in (("option", 3), ("default", 2), ("kind", 2), ("what it is", 6), ("source", 8)):
         table.add_column(col, ratio=ratio, overflow="fold")
     for key, field in cls.Options.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        shown = json.dumps(default, default=str) if isinstance(default, (list, dict)) else str(default)
+        try:
+            default = field.get_default(call_default_factory=True)
+        except Exception as exc:  # a plug-in's default factory
+            default = f"(its default factory raised {type(exc).__name__})"
+        shown = json.dumps(default, default=str) if isinstance(default, (list, dict)) else safe_str(default, 200)
         source = sources.get(key)
-        table.add_row(RichText(key), RichText(shown if len(shown) <= 60 else shown[:57] + "..."),
-                      source_kind(str(source)) if source else "-", RichText(field.description or ""),
+        table.add_row(RichText(inert(key)), RichText(inert(shown if len(shown) <= 60 else shown[:57] + "...")),
+                      source_kind(str(source)) if source else "-", RichText(inert(safe_str(field.description or "", 2000))),
                       RichText(" ".join(str(source).split()) if source else ""))
     out.print(table)
     return 0

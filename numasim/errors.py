@@ -8,9 +8,10 @@ exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["NumasimError", "Problem", "ScenarioError", "PolicyError"]
+__all__ = ["NumasimError", "Problem", "ScenarioError", "PolicyError", "safe_str", "inert"]
 
 MAX_MESSAGE = 500  # characters of one problem's message shown (a value echoed back can be huge)
 MAX_PROBLEMS = 20  # problems listed; the rest are counted
@@ -87,3 +88,20 @@ class PolicyError(NumasimError):
 
     def __str__(self) -> str:
         return f"policy {self.policy!r} at t={self.time_ns / 1e9:.6f}s: {self.reason} (decision: {self.decision!r})"
+
+
+def safe_str(value: object, limit: int = 300) -> str:
+    """``str(value)`` cut to ``limit`` characters; for an object of the user's whose ``__str__`` raises
+    (an exception a plug-in raised), a word on what it is instead of a second exception."""
+    try:
+        return str(value)[:limit]
+    except Exception:
+        return f"<{type(value).__name__} whose str() raised>"
+
+
+def inert(text: str) -> str:
+    """``text`` with any character a terminal would act on (an escape, a carriage return) or could not
+    encode (a lone surrogate) written as its escape: an error may quote what the user typed, and a
+    plug-in's description is the plug-in's to write."""
+    return "".join(ch.encode("unicode_escape").decode() if ch not in "\n\t" and unicodedata.category(ch) in
+                   ("Cc", "Cf", "Cs") else ch for ch in text)

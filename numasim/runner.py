@@ -17,7 +17,7 @@ from .analysis.sla import climb, score
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, OUTPUT_COPIES, check_budget, estimate
 from .jobs import Job, run_jobs, worker_count
 from .progress import RunProgress
-from .calls import check_seed, duration_ns, text_list, whole
+from .calls import callback, check_seed, duration_ns, flag, text_list, whole
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
 
@@ -155,8 +155,12 @@ def run(
         What the caller will build from the result ("json", "csv", "report", "trace"): their memory
         is counted with the results kept.
     """
+    if not isinstance(scenario, Scenario):
+        raise ScenarioError(Problem("scenario", f"expected a Scenario (numasim.load(FILE) or numasim.from_dict(DATA)), "
+                                                f"got {repr(scenario)[:80]}"))
     seed = check_seed(seed)
     policies, workers, replications = _check_call(policies, workers, replications, outputs)
+    on_done, with_sla, quiet = callback(on_done, "on_done"), flag(with_sla, "with_sla"), flag(quiet, "quiet")
     variants = select_variants(scenario, policies)
     scenario, dur_ns = _run_options(scenario, duration, warmup, replications)
     check_budget(estimate(scenario, variants, dur_ns, with_sla, tuple(outputs)), max_work_s, max_memory_bytes,

@@ -257,18 +257,20 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     import pandas as pd
 
     from .model.scenario import apply_overrides, from_dict
-    from .model.yamlfile import read_yaml
-    from .calls import check_seed
+    from .model.yamlfile import check_data, read_yaml
+    from .calls import callback, check_seed, flag
     from .runner import select_variants
 
     grid, ranges, sample, policies, sets, out, workers, sample_seed = _check_call(
         grid, ranges, sample, policies, sets, out, scheduler, workers, sample_seed)
     seed = check_seed(seed)  # (a bad one would fail every point once the cluster is up)
+    on_point, quiet = callback(on_point, "on_point"), flag(quiet, "quiet")
     if isinstance(scenario, (str, os.PathLike)):
         source = str(scenario)
         base = read_yaml(Path(scenario))
     else:
         source = "<sweep scenario>"
+        check_data(scenario, source)  # before a copy walks it
         base = copy.deepcopy(scenario)
     if not isinstance(base, dict):
         raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)

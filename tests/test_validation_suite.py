@@ -51,7 +51,7 @@ def test_cli_writes_the_documented_json_and_exits_by_the_bands(tmp_path, capsys)
 def test_unknown_case_is_a_clear_error(capsys):
     assert main(["validation", "--only", "no-such-case"]) == 2
     err = capsys.readouterr().err
-    assert "no validation case no-such-case" in err and "numasim validation --list" in err
+    assert "no shipped validation case no-such-case" in err and "numasim validation --list" in err
     assert main(["validation", "--only", "mlc-3to1-vs-reads-cxl"]) == 2  # a typo: the near ids are named
     assert "did you mean mlc-3to1-vs-reads-clx" in capsys.readouterr().err
 

@@ -19,12 +19,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from .spec import Duration, Size, Spec, Text
 
-from ..errors import Problem, ScenarioError
+from ..errors import Problem, ScenarioError, safe_str
 from ..policies.api import Policy, PolicyOptions
 from ..policies.registry import get_policy
 from ..units import parse_duration
 from .machine import MAX_CPUS, Machine, MachineSpec, shared_machine
-from .yamlfile import MAX_DEPTH
+from .yamlfile import MAX_DEPTH, check_data
 from .problems import fmt_path, policy_problems, validation_problems
 from .presets import load_preset, machine_preset, policy_defaults, preset_names, read_yaml, read_yaml_text
 from .workload import PodSpec, WorkloadProfile
@@ -292,6 +292,8 @@ def load(path: str | Path, overrides: list[str] | tuple[str, ...] = (), machine:
     ``machine`` (a preset name or a machine's data) replaces the file's machine before
     the overrides apply.
     """
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise ScenarioError(Problem("", f"expected a scenario file's name, got {repr(path)[:80]}"), source="load")
     path = Path(path)
     data = read_yaml(path)
     if machine is not None and isinstance(data, dict):
@@ -319,6 +321,7 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
                                         "(name, machine, pods, policies, ...)"), source=source)
     if not isinstance(data, dict):
         raise ScenarioError(Problem("", f"a scenario must be a mapping of keys, got {type(data).__name__}"), source=source)
+    check_data(data, source)  # data from Python: bounded as a file's is
     if overrides:
         data = apply_overrides(data, overrides)
     try:
@@ -349,6 +352,10 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
             opts = cls.Options.model_validate(v.options)
         except ValidationError as exc:
             problems.extend(validation_problems(exc, cls.Options, (f"policies[{i}]", "options")))
+            continue
+        except Exception as exc:  # a plug-in's own validator, whatever it raises
+            problems.append(Problem(f"policies[{i}].options", f"the policy's Options raised {type(exc).__name__}: "
+                                                              f"{safe_str(exc)}"))
             continue
         own: Scenario | None = None
         if v.set:

@@ -27,7 +27,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import Problem, ScenarioError
 
-__all__ = ["read_yaml", "read_yaml_text", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
+__all__ = ["read_yaml", "read_yaml_text", "check_data", "MAX_BYTES", "MAX_DEPTH", "MAX_NODES"]
 
 MAX_BYTES = 4 * 2**20
 MAX_DEPTH = 64
@@ -80,6 +80,22 @@ class _StrictLoader(yaml.SafeLoader):
                 raise _Refused(key_node, f"duplicate key {str(key)[:80]!r} (each key may appear once in a mapping)")
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def check_data(data: Any, source: str) -> None:
+    """Refuse data given from Python (not read from a file) nested deeper than MAX_DEPTH or holding more
+    than MAX_NODES values, as a file is: before anything copies it or walks it recursively."""
+    stack, seen = [(data, 0)], 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if depth > MAX_DEPTH or seen > MAX_NODES:
+            what = f"nested more than {MAX_DEPTH} levels deep" if depth > MAX_DEPTH else f"more than {MAX_NODES:,} values"
+            raise ScenarioError(Problem("", f"the data is {what}"), source=source)
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
 
 
 def _check_size(root: Node) -> None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from ..errors import Problem, ScenarioError
-from .api import Policy
+from ..errors import Problem, ScenarioError, safe_str
+from .api import Policy, PolicyOptions
 from .cfs import CFS
 from .esxi import ESXi
 from .k8s import K8s
 from .numactl import Numactl
 from .taskset import Taskset
 
-__all__ = ["register", "get_policy", "load_policy_ref", "available_policies", "broken_policies", "BUILTINS"]
+__all__ = ["register", "get_policy", "load_policy_ref", "available_policies", "broken_policies", "plugin_files",
+           "BUILTINS"]
 
 BUILTINS: tuple[type[Policy], ...] = (CFS, ESXi, K8s, Numactl, Taskset)
 
@@ -27,12 +28,77 @@ _ENTRY_POINTS_LOADED = False
 _BROKEN: dict[str, str] = {}
 
 
+MAX_PLUGIN_BYTES = 4 * 2**20  # a policy file, as a scenario file (model/yamlfile.MAX_BYTES)
+
+
+def class_problem(cls: object, what: str) -> str | None:
+    """Why ``cls`` cannot be a policy (``what`` names it in the message), or None: a Policy subclass,
+    every abstract method implemented, a ``name`` of printable text (at most 80 characters: it labels
+    the variant) and ``Options`` a PolicyOptions subclass. Reading the user's attributes may raise:
+    that is the answer, not a traceback."""
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        return f"{what} is not a numasim Policy subclass"
+    try:
+        name, options = cls.name, cls.Options
+        missing = sorted(getattr(cls, "__abstractmethods__", ()) or ())
+    except Exception as exc:
+        return f"{what}: reading its name or Options raised {type(exc).__name__}: {safe_str(exc)}"
+    if not name:
+        return f"{what} has no name"
+    if not isinstance(name, str) or len(name) > 80 or not name.isprintable():
+        return (f"{what}.name must be printable text of at most 80 characters (it labels the variant), "
+                f"got {safe_str(repr(name), 60)}")
+    if missing:
+        return f"{what} does not implement " + ", ".join(f"{m}()" for m in missing) + ", which every policy must"
+    if not (isinstance(options, type) and issubclass(options, PolicyOptions)):
+        return f"{what}.Options must be a subclass of numasim's PolicyOptions, got {safe_str(repr(options), 60)}"
+    return _signature_problem(cls, what)
+
+
+def _signature_problem(cls: type, what: str) -> str | None:
+    """A contract method the class overrides that cannot take the arguments the engine passes (positionally,
+    as many as the contract's): said now, not as a TypeError at the first call, which a traceback would
+    blame on numasim's line that made it."""
+    import inspect
+
+    for name, contract in vars(Policy).items():
+        if name.startswith("_") or not inspect.isfunction(getattr(contract, "__func__", contract)):
+            continue  # (Options, name, description: not methods)
+        mine = inspect.getattr_static(cls, name)
+        if mine is contract:
+            continue
+        try:
+            wants = [p for p in inspect.signature(getattr(Policy, name)).parameters.values()]
+            sig = inspect.signature(getattr(cls, name))
+        except (TypeError, ValueError):  # not introspectable (a builtin): left to the call
+            continue
+        bound_self = isinstance(contract, (classmethod, staticmethod))
+        n = len(wants) if bound_self else len(wants) - 1  # the contract's arguments after self
+        try:
+            sig.bind(*([None] * (n if bound_self else n + 1)))
+        except TypeError:
+            given = ", ".join(p.name for p in wants[0 if bound_self else 1:])
+            return f"{what}.{name}{sig} cannot take the arguments the engine passes it ({given})"
+    return None
+
+
 def register(cls: type[Policy]) -> type[Policy]:
     """Class decorator: make a policy available by its ``name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} has no name")
+    why = class_problem(cls, getattr(cls, "__name__", None) or safe_str(repr(cls), 60))
+    if why is not None:
+        raise ScenarioError(Problem("register", why))
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def plugin_files(classes) -> list[str]:
+    """The source files of policy classes that are not numasim's own (a command's inputs: never its outputs)."""
+    import os
+    import sys
+
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    files = (getattr(sys.modules.get(cls.__module__), "__file__", None) for cls in classes)
+    return sorted({f for f in files if f and not os.path.abspath(f).startswith(own)})
 
 
 def _load_entry_points() -> None:
@@ -51,15 +117,13 @@ def _load_entry_points() -> None:
         try:
             cls = ep.load()
         except Exception as exc:  # a third party's import error, whatever it is
-            _BROKEN[ep.name] = f"{where} failed to load: {type(exc).__name__}: {str(exc)[:200]}"
+            _BROKEN[ep.name] = f"{where} failed to load: {type(exc).__name__}: {safe_str(exc, 200)}"
             continue
-        if not (isinstance(cls, type) and issubclass(cls, Policy)):
-            _BROKEN[ep.name] = f"{where} is not a numasim Policy subclass"
+        why = class_problem(cls, where)
+        if why is not None:
+            _BROKEN[ep.name] = why
             continue
-        if getattr(cls, "__abstractmethods__", None):
-            _BROKEN[ep.name] = f"{where} does not implement " + ", ".join(sorted(cls.__abstractmethods__))
-            continue
-        _REGISTRY.setdefault(cls.name or ep.name, cls)
+        _REGISTRY.setdefault(cls.name, cls)
 
 
 def broken_policies() -> dict[str, str]:
@@ -92,6 +156,9 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
     import os
     import sys
 
+    if not isinstance(ref, str):
+        raise ScenarioError(Problem("policy", f"expected path/to/file.py:ClassName or package.module:ClassName, got "
+                                              f"{safe_str(repr(ref), 80)}"))
     where, _, attr = ref.rpartition(":")
     if not where or not attr.isidentifier():
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: write path/to/file.py:ClassName or package.module:ClassName"))
@@ -101,13 +168,22 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
             if base_dir and not os.path.isabs(path) and os.path.exists(os.path.join(base_dir, path)):
                 path = os.path.join(base_dir, path)
             path = os.path.abspath(path)
-            if not os.path.isfile(path):
+            if not path.endswith(".py"):
+                raise ScenarioError(Problem("policy", f"{ref[:200]!r}: a policy file is Python source, its name "
+                                                      "ending .py"))
+            if not os.path.exists(path):
                 raise ScenarioError(Problem("policy", f"{ref[:200]!r}: no file {path}"))
+            if not os.path.isfile(path):
+                raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {path} is not a regular file"))
+            if os.path.getsize(path) > MAX_PLUGIN_BYTES:
+                raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {path} is {os.path.getsize(path):,} bytes; a "
+                                                      f"policy file is at most {MAX_PLUGIN_BYTES:,}"))
             modname = "numasim_policy_" + hashlib.sha256(path.encode()).hexdigest()[:12]
             module = sys.modules.get(modname)
             if module is None:
                 spec = importlib.util.spec_from_file_location(modname, path)
-                assert spec is not None and spec.loader is not None
+                if spec is None or spec.loader is None:
+                    raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {path} cannot be loaded as Python"))
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[modname] = module
                 try:
@@ -123,19 +199,15 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
     except ScenarioError:
         raise
     except (Exception, SystemExit) as exc:  # the user's code, whatever it raises (sys.exit() too)
-        raise ScenarioError(Problem("policy", f"{ref[:200]!r} failed to load: {type(exc).__name__}: {str(exc)[:300]}")) from exc
-    cls = getattr(module, attr, None)
-    if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} is not a numasim Policy subclass"))
-    if not cls.name:
-        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} has no name"))
-    if not isinstance(cls.name, str) or len(cls.name) > 80 or not cls.name.isprintable():
-        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr}.name must be printable text of at most 80 "
-                                              f"characters (it labels the variant), got {repr(cls.name)[:60]}"))
-    missing = sorted(getattr(cls, "__abstractmethods__", ()))
-    if missing:
-        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {attr} does not implement "
-                                    + ", ".join(f"{m}()" for m in missing) + ", which every policy must"))
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r} failed to load: {type(exc).__name__}: {safe_str(exc)}")) from exc
+    try:
+        cls = getattr(module, attr, None)
+    except Exception as exc:  # a module's __getattr__
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: reading {attr} raised {type(exc).__name__}: "
+                                              f"{safe_str(exc)}")) from None
+    why = class_problem(cls, attr)
+    if why is not None:
+        raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {why}"))
     _REGISTRY[ref] = cls
     return cls
 
@@ -148,6 +220,8 @@ def get_policy(name: str, base_dir: str | None = None) -> type[Policy]:
     ScenarioError
         Naming the known policies when ``name`` is unknown.
     """
+    if not isinstance(name, str):
+        raise ScenarioError(Problem("policy", f"expected a policy name or FILE.py:CLASS, got {safe_str(repr(name), 80)}"))
     if ":" in name:
         return load_policy_ref(name, base_dir)
     known = available_policies()

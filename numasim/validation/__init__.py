@@ -22,13 +22,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 
 from ..budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES
-from ..errors import Problem, ScenarioError
+from ..errors import PolicyError, Problem, ScenarioError
 from ..jobs import Job, run_jobs, worker_count
 from ..model.spec import Spec, Text
 from ..model.yamlfile import read_yaml
+from ..policies.registry import plugin_files
 
 __all__ = ["Case", "CaseResult", "load_case_file", "load_cases", "run_suite", "suite_json"]
 
@@ -45,7 +46,7 @@ class Case(Spec):
     machine_family: Text = Field(max_length=80)
     source: Text = Field(max_length=500, description="public URL of the publication")
     quote: Text = Field(max_length=4000, description="the published numbers, verbatim")
-    published: float = Field(gt=0, description="the published ratio numerator / denominator")
+    published: float = Field(ge=1e-6, le=1e6, description="the published ratio numerator / denominator")
     published_from: Text = Field(max_length=300, description="the arithmetic from the quoted numbers")
     band_pct: float = Field(gt=0, le=100, description="how far from the published value a prediction is within it, %")
     fitted: Text = Field(default="", max_length=2000, description="parameters fitted on published results, and on which")
@@ -55,6 +56,18 @@ class Case(Spec):
     numerator: str = Field(description="label of the variant on top of the ratio")
     denominator: str = Field(description="label of the variant below")
     _file: str | None = PrivateAttr(default=None)  # a case file of the user's own: its policy files are beside it
+    _plugins: tuple[str, ...] = PrivateAttr(default=())  # the files of its policies that are not numasim's
+
+    @model_validator(mode="after")
+    def _two_variants(self) -> "Case":
+        if self.numerator == self.denominator:
+            raise ValueError(f"numerator and denominator are both {self.numerator!r}: a ratio of two variants "
+                             "needs two labels")
+        return self
+
+    def plugin_files(self) -> tuple[str, ...]:
+        """The source files of the case's policies outside numasim (inputs of the run, never its outputs)."""
+        return self._plugins
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,8 @@ def load_case_file(path: str | Path) -> Case:
 
     from ..model.problems import validation_problems
 
+    if not str(path).strip():
+        raise ScenarioError(Problem("--case", "the file name is empty"))
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
@@ -94,7 +109,7 @@ def load_case_file(path: str | Path) -> Case:
         raise ScenarioError(validation_problems(exc, Case), source=str(path)) from None
     case._file = str(path)
     try:
-        _scenario(case)
+        case._plugins = tuple(plugin_files(v.policy for v in _scenario(case).variants))
     except ScenarioError as exc:
         raise ScenarioError([Problem(_under("scenario", p.path) if p.path not in ("numerator", "denominator")
                                      else p.path, p.message) for p in exc.problems], source=str(path)) from None
@@ -124,7 +139,8 @@ def load_cases(only: list[str] | None = None, files: list[str | Path] | tuple = 
 
             near = difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(near)}? " if near else ""
-            raise ScenarioError(Problem("--only", f"no validation case {', '.join(unknown)}; {hint}"
+            own = " (--only names shipped cases; a --case file runs whole)" if files else ""
+            raise ScenarioError(Problem("--only", f"no shipped validation case {', '.join(unknown)}{own}; {hint}"
                                                   f"numasim validation --list names all {len(known)}"))
         cases = [c for c in cases if c.id in only]
     seen = {c.id: "the shipped suite" for c in cases}
@@ -155,8 +171,11 @@ def _measure(case: Case) -> tuple[float, float]:
     """Simulate ``case``'s two variants (in a worker) and return their metrics."""
     from ..runner import run
 
-    result = run(_scenario(case), policies=[case.numerator, case.denominator], workers=1, with_sla=False, quiet=True,
-                 max_work_s=None, max_memory_bytes=None)  # within the suite's budget, checked before it started
+    try:
+        result = run(_scenario(case), policies=[case.numerator, case.denominator], workers=1, with_sla=False,
+                     quiet=True, max_work_s=None, max_memory_bytes=None)  # within the suite's budget, checked before
+    except PolicyError as exc:  # a plug-in's bug: say in which case
+        raise ScenarioError(Problem("", str(exc)), source=case._file or f"validation case {case.id}") from exc
     out = []
     for label in (case.numerator, case.denominator):
         value = getattr(result.run(label), case.metric)
