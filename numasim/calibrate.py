@@ -251,8 +251,10 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     def rms(preds) -> float:
         return float(100.0 * np.sqrt(np.mean(((np.asarray(preds) - measured_v) / scale) ** 2)))
 
-    # Before: the scenario's own values where it has them, else the middle of the bounds.
-    start = [_current(base, p, (lo + hi) / 2) for p, (lo, hi) in fit.items()]
+    # Before: the scenario's own values, as it resolves them (a preset's or a workload base's too), else the
+    # middle of the bounds.
+    resolved = _resolved(checked)
+    start = [_current(resolved, p, (lo + hi) / 2) for p, (lo, hi) in fit.items()]
     start = [min(max(v, lo), hi) for v, (lo, hi) in zip(start, fit.values())]
     ci: dict[str, float | None] = {p: None for p in paths}
     try:
@@ -314,6 +316,15 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     return Calibration(fitted=best["values"], targets=rows, evaluations=len(history), history=history, ci=ci,
                        error_before_pct=before, error_after_pct=rms(best["predicted"]), leave_one_out=loo,
                        ci_note=ci_note)
+
+
+def _resolved(scenario) -> dict[str, Any]:
+    """The scenario's values as it runs them, in the scenario file's shape: its machine's and workloads'
+    fields written out (those a preset or a ``base:`` gives too)."""
+    data = scenario.spec.model_dump()
+    data["machine"] = scenario.machine.spec.model_dump()
+    data["workloads"] = {name: profile.model_dump() for name, profile in scenario.profiles.items()}
+    return data
 
 
 def _current(data: dict[str, Any], path: str, default: float) -> float:

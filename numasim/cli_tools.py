@@ -265,7 +265,7 @@ def _cmd_compare(args, out: Console, err: Console) -> int:
         table.add_row(RichText(r["label"]), r["figure"], f"{r['a']:.4g}", f"{r['b']:.4g}",
                       "" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%",
                       "" if r["p_value"] is None else f"{r['p_value']:.3f}",
-                      "one seed" if r["significant"] is None else ("yes" if r["significant"] else "no"))
+                      r["why"] if r["significant"] is None else ("yes" if r["significant"] else "no"))
     out.print(table)
     return 0
 

@@ -236,3 +236,15 @@ def test_calibrate_from_python_refuses_what_the_command_line_would():
     with pytest.raises(NumasimError, match="at most 1e"):  # a measured figure no run reports
         numasim.calibrate(s, fit={"workloads.java-transactions.mlp": (1, 3)},
                           targets=[("numactl", "throughput", 1e300)])
+
+
+def test_the_error_before_is_at_the_values_the_scenario_runs_with_a_presets_included():
+    # pacific.yaml sets neither its machine's local latency nor its workload's misses per op: the
+    # preset and the workload's base do, and the fit starts there, not at the middle of the bounds.
+    from numasim.calibrate import _current, _resolved
+
+    s = numasim.load("scenarios/pacific.yaml")
+    resolved = _resolved(s)
+    assert _current(resolved, "machine.local_latency_ns", -1.0) == s.machine.spec.local_latency_ns
+    assert _current(resolved, "workloads.java-transactions.llc_misses_per_op", -1.0) == 4320.0
+    assert _current(resolved, "machine.thread_mlp", -1.0) == -1.0  # not set anywhere: the middle of the bounds

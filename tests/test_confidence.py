@@ -140,9 +140,13 @@ def test_compare_two_results_with_significance(tmp_path, capsys):
     assert cfs["b"] < cfs["a"] and cfs["p_value"] is not None  # a farther remote node slows CFS
     numactl = rows[("numactl", "relative_throughput")]
     assert numactl["b"] > numactl["a"]  # and so raises numactl's gain over it
+    assert rows[("cfs", "memory_gbps")]["p_value"] is not None  # kept per seed, so tested too
+    base = rows[("cfs", "relative_throughput")]
+    assert base["p_value"] is None and base["why"] == "no spread"  # 1.0 in every seed of both
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     io = capsys.readouterr()
     assert "different scenarios" in io.err and "relative_throughput" in io.out
+    assert "no spread" in io.out and "one seed" not in io.out
 
 
 def test_each_pod_carries_its_interval_over_seeds_into_the_report():

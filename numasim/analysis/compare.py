@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .metrics import REPLICATED
 from .results import RunResult
 
 __all__ = ["compare"]
@@ -17,14 +18,15 @@ def _seeds(result: RunResult, label: str, figure: str) -> list[float]:
     if figure == "relative_throughput":
         return result.relative_replicates(label)
     run = result.run(label)
-    vals = [rep.get(figure) for rep in run.replicates] if figure in ("throughput", "locality") else []
+    vals = [rep.get(figure) for rep in run.replicates] if figure in REPLICATED else []
     vals = [v for v in vals if v is not None]
     return vals or ([getattr(run, figure)] if getattr(run, figure, None) is not None else [])
 
 
 def compare(a: RunResult, b: RunResult) -> list[dict[str, Any]]:
     """One row per variant label in both results and figure: A, B, the change B/A - 1, and Welch's t-test
-    p-value over their seeds (``None`` with fewer than two seeds on either side)."""
+    p-value over their seeds; ``None``, with ``why`` ("one seed" or "no spread"), with fewer than two seeds
+    on either side or the same value in every seed of both (the baseline's relative throughput, 1.0)."""
     from scipy.stats import ttest_ind
 
     rows = []
@@ -37,10 +39,14 @@ def compare(a: RunResult, b: RunResult) -> list[dict[str, Any]]:
             if not xa or not xb:
                 continue
             ma, mb = float(np.mean(xa)), float(np.mean(xb))
-            p = None
-            if len(xa) >= 2 and len(xb) >= 2 and (np.std(xa) > 0 or np.std(xb) > 0):
+            p, why = None, None
+            if len(xa) < 2 or len(xb) < 2:
+                why = "one seed"
+            elif np.std(xa) > 0 or np.std(xb) > 0:
                 p = float(ttest_ind(xa, xb, equal_var=False).pvalue)
+            else:
+                why = "no spread"
             rows.append({"label": run.label, "figure": figure, "a": ma, "b": mb,
                          "change_pct": 100.0 * (mb / ma - 1.0) if ma else None, "p_value": p,
-                         "significant": None if p is None else p < 0.05})
+                         "significant": None if p is None else p < 0.05, "why": why})
     return rows

@@ -149,7 +149,8 @@ def combine(runs: list[Metrics], seeds: list[int]) -> Metrics:
     )
 
 
-REPLICATED = ("throughput", "locality", "cpu_utilisation", "p99_ms", "migrations", "cross_node_migrations")
+REPLICATED = ("throughput", "locality", "cpu_utilisation", "memory_gbps", "p99_ms", "migrations",
+              "cross_node_migrations")
 """The figures kept per seed (``Metrics.replicates``), from which their confidence intervals come."""
 
 
