@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any, Callable
 
 import numpy as np
@@ -67,7 +68,13 @@ def _simulate(scenario: Scenario, variant: Variant, seed: int | None, duration_n
         min(scenario.spec.sample_interval, duration), rng=np.random.default_rng(engine_seq), progress=progress,
         sample_bytes=scenario.spec.sample_memory,
     )
-    trace = sim.run()
+    # What exists now (the machine, the policy, the engine's arrays, earlier runs' results) lives through the
+    # run: the collector's full passes during it need not walk it again (one cost 30-70 ms, 7 % of a run).
+    gc.freeze()
+    try:
+        trace = sim.run()
+    finally:
+        gc.unfreeze()
     return sim, summarize(trace, variant.label), trace
 
 

@@ -133,9 +133,10 @@ def test_a_plugins_error_in_a_validation_run_names_its_case(tmp_path, capsys):
         "from numasim.policies.cfs import CFS\n\nclass Boom(CFS):\n    name = 'boom'\n"
         "    def place(self, tid, sim):\n        raise KeyError('in place')\n")
     case = _case(tmp_path, scenario_policy="boom.py:Boom")
-    assert main(["validation", "--workers", "1", "--case", str(case)]) == 2
+    assert main(["validation", "--workers", "2", "--case", str(case)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {case}: policy 'boom'") and "KeyError" in err
+    # in a worker process, where the class came by value: its file is still named
+    assert err.startswith(f"error: {case}: policy 'boom'") and "KeyError" in err and "in place() at boom.py:6" in err
 
 
 def test_compare_shows_file_names_as_written(tmp_path, capsys):

@@ -208,6 +208,8 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
     why = class_problem(cls, attr)
     if why is not None:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {why}"))
+    if getattr(module, "__file__", None) and "_numasim_file" not in vars(cls):
+        cls._numasim_file = module.__file__  # errors name it, in a worker too (a class sent by value loses it)
     _REGISTRY[ref] = cls
     return cls
 

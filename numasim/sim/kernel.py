@@ -488,5 +488,7 @@ def _policy_frame(exc: BaseException, cls: type) -> str | None:
                 files.add(code.co_filename)
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename in files:
-            return f"in {frame.name}() at {Path(frame.filename).name}:{frame.lineno}"
+            # A class sent to a worker by value (cloudpickle) has lost its file's name: the registry kept it.
+            name = getattr(cls, "_numasim_file", None) if frame.filename == "<dynamic-code>" else None
+            return f"in {frame.name}() at {Path(name or frame.filename).name}:{frame.lineno}"
     return None
