@@ -24,6 +24,12 @@ PATH_MAX = 4096
 PACKAGE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "")
 
 
+def _refuse_package(path: str | os.PathLike[str], name: str) -> None:
+    if os.path.normcase(os.path.realpath(path)).startswith(os.path.normcase(PACKAGE)):
+        raise NumasimError(f"{name}: is inside numasim's installation ({PACKAGE.rstrip(os.sep)}), whose presets and "
+                           "validation cases every command reads; write it elsewhere")
+
+
 def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], ...] = (),
                  folders: bool = False) -> Path:
     """Refuse an output path that cannot or should not be written; ``name`` starts the message.
@@ -42,9 +48,7 @@ def check_target(target: str, name: str, inputs: tuple[str | os.PathLike[str], .
     if len(os.fsencode(str(path))) > PATH_MAX or len(os.fsencode(path.name)) > NAME_MAX:
         raise NumasimError(f"{name[:60]}...: the path is too long ({NAME_MAX} bytes per name, {PATH_MAX} in all)")
     folder = path.parent if str(path.parent) else Path(".")
-    if os.path.realpath(path).startswith(PACKAGE):
-        raise NumasimError(f"{name}: is inside numasim's installation ({PACKAGE.rstrip(os.sep)}), whose presets and "
-                           "validation cases every command reads; write it elsewhere")
+    _refuse_package(path, name)
     if folders:
         real = os.path.realpath(path)
         for other in inputs:
@@ -107,6 +111,8 @@ def write_all(files: list[tuple[str | os.PathLike[str], str, str]]) -> None:
     Temporary files get the umask's permissions (not ``mkstemp``'s private 0600):
     results and reports are made to be shared.
     """
+    for target, _text, name in files:  # (check_target said so before any work; a caller of the API may not have)
+        _refuse_package(target, name)
     written: list[tuple[Path, Path, str]] = []
     try:
         for target, text, name in files:

@@ -319,11 +319,13 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
 
 
 def _resolved(scenario) -> dict[str, Any]:
-    """The scenario's values as it runs them, in the scenario file's shape: its machine's and workloads'
-    fields written out (those a preset or a ``base:`` gives too)."""
+    """The scenario's values as it runs them, in the scenario file's shape: its machine's, workloads' and
+    policies' options' fields written out (those a preset, a ``base:`` or a default gives too)."""
     data = scenario.spec.model_dump()
     data["machine"] = scenario.machine.spec.model_dump()
     data["workloads"] = {name: profile.model_dump() for name, profile in scenario.profiles.items()}
+    for entry, variant in zip(data["policies"], scenario.variants):  # (one variant per entry, in order)
+        entry["options"] = variant.options.model_dump()
     return data
 
 

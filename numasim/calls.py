@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import Problem, ScenarioError
 
-__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "check_seed", "duration_ns", "path_or_none",
+__all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "check_seed", "as_duration_ns", "path_or_none",
            "callback", "flag"]
 
 MAX_DEPTH = 64  # nesting of one value (a machine's matrix is 3 deep)
@@ -110,7 +110,7 @@ def check_seed(value: Any, flag: str = "--seed") -> int | None:
     return None if value is None else whole(value, flag, 0, MAX_SEED, " (2**63-1)")
 
 
-def duration_ns(value: Any, flag: str) -> int:
+def as_duration_ns(value: Any, flag: str) -> int:
     """A duration given as text with a unit (``"30s"``) or as whole nanoseconds (numpy integers too)."""
     from .units import parse_duration
 

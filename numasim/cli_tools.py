@@ -364,12 +364,12 @@ def _cmd_policy(name: str, out: Console) -> int:
     documented default, its kind and source (presets/policies)."""
     from .model.presets import load_preset, preset_names
     from .policies.cfs import CFS
-    from .policies.registry import available_policies, get_policy
+    from .policies.registry import available_policies, get_policy, listed_names
 
     policies = available_policies()
     if name not in policies and ":" not in name:
-        raise ScenarioError(Problem("", f"unknown policy {name!r}; known: {', '.join(policies)} (or a plug-in, "
-                                        "FILE.py:CLASS)"))
+        raise ScenarioError(Problem("", f"unknown policy {name!r}; known: {', '.join(listed_names(policies))} (or a "
+                                        "plug-in, FILE.py:CLASS)"))
     cls = policies.get(name) or get_policy(name)
     preset = name if name in preset_names("policies") else "cfs" if issubclass(cls, CFS) else None
     sources = (load_preset("policies", preset).get("sources") or {}) if preset else {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 from typing import Any, Callable
 
 import numpy as np
@@ -18,7 +17,7 @@ from .analysis.sla import climb, score
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES, OUTPUT_COPIES, check_budget, estimate
 from .jobs import Job, run_jobs, worker_count
 from .progress import RunProgress
-from .calls import callback, check_seed, duration_ns, flag, text_list, whole
+from .calls import as_duration_ns, callback, check_seed, flag, text_list, whole
 
 __all__ = ["run", "run_variant", "build_pods", "select_variants"]
 
@@ -68,13 +67,7 @@ def _simulate(scenario: Scenario, variant: Variant, seed: int | None, duration_n
         min(scenario.spec.sample_interval, duration), rng=np.random.default_rng(engine_seq), progress=progress,
         sample_bytes=scenario.spec.sample_memory,
     )
-    # What exists now (the machine, the policy, the engine's arrays, earlier runs' results) lives through the
-    # run: the collector's full passes during it need not walk it again (one cost 30-70 ms, 7 % of a run).
-    gc.freeze()
-    try:
-        trace = sim.run()
-    finally:
-        gc.unfreeze()
+    trace = sim.run()
     return sim, summarize(trace, variant.label), trace
 
 
@@ -261,11 +254,11 @@ def _run_options(scenario: Scenario, duration, warmup, replications) -> tuple[Sc
     if replications is not None:
         scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"replications": replications}))
     if warmup is not None:
-        warm_ns = duration_ns(warmup, "--warmup")
+        warm_ns = as_duration_ns(warmup, "--warmup")
         if warm_ns < 0:
             raise ScenarioError(Problem("--warmup", f"must not be negative, got {warm_ns / 1e9:g}s"))
         scenario = dataclasses.replace(scenario, spec=scenario.spec.model_copy(update={"warmup": warm_ns}))
-    dur_ns = duration_ns(duration, "--duration") if duration is not None else None
+    dur_ns = as_duration_ns(duration, "--duration") if duration is not None else None
     end, warm = (dur_ns if dur_ns is not None else scenario.spec.duration), scenario.spec.warmup
     if end <= warm:
         if duration is not None:

@@ -248,3 +248,5 @@ def test_the_error_before_is_at_the_values_the_scenario_runs_with_a_presets_incl
     assert _current(resolved, "machine.local_latency_ns", -1.0) == s.machine.spec.local_latency_ns
     assert _current(resolved, "workloads.java-transactions.llc_misses_per_op", -1.0) == 4320.0
     assert _current(resolved, "machine.thread_mlp", -1.0) == -1.0  # not set anywhere: the middle of the bounds
+    i = [v.label for v in s.variants].index("cfs+numab")  # a policy option left at its default
+    assert _current(resolved, f"policies.{i}.options.scan_size_mb", -1.0) == s.variants[i].options.scan_size_mb

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import math
 
 import numpy as np
@@ -147,6 +149,14 @@ def test_compare_two_results_with_significance(tmp_path, capsys):
     io = capsys.readouterr()
     assert "different scenarios" in io.err and "relative_throughput" in io.out
     assert "no spread" in io.out and "one seed" not in io.out
+    # A file written before memory_gbps was kept per seed: said so, not "one seed"
+    old = json.loads((tmp_path / "a.json").read_text())
+    for r in old["runs"]:
+        for rep in r["replicates"]:
+            rep.pop("memory_gbps", None)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    rows = {(r["label"], r["figure"]): r for r in compare(numasim.load_result(tmp_path / "old.json"), b)}
+    assert rows[("cfs", "memory_gbps")]["why"] == "no per-seed values"
 
 
 def test_each_pod_carries_its_interval_over_seeds_into_the_report():

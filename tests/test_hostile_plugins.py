@@ -190,5 +190,63 @@ def test_numpy_flags_are_taken_as_flags():
     with pytest.raises(ScenarioError, match="register: .*Options must be a subclass"):
         numasim.register(type("P", (numasim.Policy,), {"name": "p", "Options": 42, "place": lambda self, tid, sim: 0}))
     with pytest.raises(ScenarioError, match=r"register: P.place\(self, view, tid, cpu\) cannot take the arguments the "
-                                            r"engine passes it \(tid, sim\)"):
+                                            r"engine passes it \(self, tid, sim\)"):
         numasim.register(type("P", (numasim.Policy,), {"name": "p", "place": lambda self, view, tid, cpu: 0}))
+
+
+class _Callable:
+    def __call__(self, *args):
+        return None
+
+
+@pytest.mark.parametrize("attrs", [
+    {"slice_ns": staticmethod(lambda nr_running: 1_000_000)},
+    {"wake_rule": staticmethod(lambda: None)},
+    {"idle_rule": classmethod(lambda cls: None)},
+    {"wake_rule": _Callable()},
+    {"wake_rule": property(lambda self: None)},
+    {"check": staticmethod(lambda options, machine, pods: [])},
+    {"place": lambda self, tid, sim, *rest, extra=None: 0},
+])
+def test_a_method_the_engine_can_call_is_accepted_however_it_is_written(attrs):
+    from numasim.policies.cfs import CFS
+    from numasim.policies.registry import class_problem
+
+    assert class_problem(type("P", (CFS,), {"name": "p", **attrs}), "P") is None
+
+
+def test_an_entry_points_class_with_no_name_goes_by_the_entry_points(monkeypatch):
+    from numasim.policies import registry
+
+    class EP:
+        name = "ep-nameless"
+        value = "pkg:Nameless"
+
+        def load(self):
+            return type("Nameless", (numasim.Policy,), {"place": lambda self, tid, sim: 0})
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [EP()] if group == "numasim.policies" else [])
+    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
+    try:
+        assert "ep-nameless" in registry.available_policies()
+        assert "ep-nameless" not in registry.broken_policies()
+    finally:
+        registry._REGISTRY.pop("ep-nameless", None)
+
+
+def test_a_class_a_policy_file_only_imports_is_not_marked_as_its(tmp_path):
+    from numasim.policies.cfs import CFS
+    from numasim.policies.registry import load_policy_ref
+
+    (tmp_path / "reexport.py").write_text("from numasim.policies.cfs import CFS\n")
+    assert load_policy_ref(str(tmp_path / "reexport.py") + ":CFS") is CFS
+    assert "_numasim_file" not in vars(CFS)
+
+
+def test_the_python_api_writes_nothing_inside_numasims_installation(tmp_path):
+    from numasim.atomic import write_text
+
+    inside = os.path.join(os.path.dirname(numasim.__file__), "presets", "x.html")
+    with pytest.raises(NumasimError, match="is inside numasim's installation"):
+        write_text(inside, "<html/>", "report")
+    assert not os.path.exists(inside)

@@ -353,7 +353,9 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
         except ValidationError as exc:
             problems.extend(validation_problems(exc, cls.Options, (f"policies[{i}]", "options")))
             continue
-        except Exception as exc:  # a plug-in's own validator, whatever it raises
+        except Exception as exc:  # a plug-in's own validator, whatever it raises (numasim's own: a bug, raised)
+            if cls.__module__.startswith("numasim."):
+                raise
             problems.append(Problem(f"policies[{i}].options", f"the policy's Options raised {type(exc).__name__}: "
                                                               f"{safe_str(exc)}"))
             continue

@@ -19,6 +19,7 @@ from .numactl import Numactl
 from .taskset import Taskset
 
 __all__ = ["register", "get_policy", "load_policy_ref", "available_policies", "broken_policies", "plugin_files",
+           "listed_names",
            "BUILTINS"]
 
 BUILTINS: tuple[type[Policy], ...] = (CFS, ESXi, K8s, Numactl, Taskset)
@@ -31,7 +32,7 @@ _BROKEN: dict[str, str] = {}
 MAX_PLUGIN_BYTES = 4 * 2**20  # a policy file, as a scenario file (model/yamlfile.MAX_BYTES)
 
 
-def class_problem(cls: object, what: str) -> str | None:
+def class_problem(cls: object, what: str, need_name: bool = True) -> str | None:
     """Why ``cls`` cannot be a policy (``what`` names it in the message), or None: a Policy subclass,
     every abstract method implemented, a ``name`` of printable text (at most 80 characters: it labels
     the variant) and ``Options`` a PolicyOptions subclass. Reading the user's attributes may raise:
@@ -43,9 +44,9 @@ def class_problem(cls: object, what: str) -> str | None:
         missing = sorted(getattr(cls, "__abstractmethods__", ()) or ())
     except Exception as exc:
         return f"{what}: reading its name or Options raised {type(exc).__name__}: {safe_str(exc)}"
-    if not name:
+    if not name and need_name:
         return f"{what} has no name"
-    if not isinstance(name, str) or len(name) > 80 or not name.isprintable():
+    if name and (not isinstance(name, str) or len(name) > 80 or not name.isprintable()):
         return (f"{what}.name must be printable text of at most 80 characters (it labels the variant), "
                 f"got {safe_str(repr(name), 60)}")
     if missing:
@@ -58,27 +59,46 @@ def class_problem(cls: object, what: str) -> str | None:
 def _signature_problem(cls: type, what: str) -> str | None:
     """A contract method the class overrides that cannot take the arguments the engine passes (positionally,
     as many as the contract's): said now, not as a TypeError at the first call, which a traceback would
-    blame on numasim's line that made it."""
+    blame on numasim's line that made it. The override is taken as the engine calls it: a plain function
+    on an instance (self given), a staticmethod without self, a classmethod with the class, a callable
+    object as it is; a property or another descriptor is left to the call."""
+    import functools
     import inspect
 
     for name, contract in vars(Policy).items():
         if name.startswith("_") or not inspect.isfunction(getattr(contract, "__func__", contract)):
             continue  # (Options, name, description: not methods)
-        mine = inspect.getattr_static(cls, name)
-        if mine is contract:
+        raw = inspect.getattr_static(cls, name)
+        if raw is contract:
             continue
+        wants = list(inspect.signature(getattr(Policy, name)).parameters)
+        if not isinstance(contract, (classmethod, staticmethod)):
+            wants = wants[1:]  # the engine calls it on an instance: self is given
         try:
-            wants = [p for p in inspect.signature(getattr(Policy, name)).parameters.values()]
-            sig = inspect.signature(getattr(cls, name))
+            if isinstance(contract, (classmethod, staticmethod)):  # called on the class
+                target = getattr(cls, name)
+            elif isinstance(raw, staticmethod):
+                target = raw.__func__
+            elif isinstance(raw, classmethod):
+                target = raw.__get__(None, cls)
+            elif inspect.isfunction(raw):
+                target = functools.partial(raw, None)
+            elif callable(raw) and not hasattr(type(raw), "__get__"):
+                target = raw
+            else:
+                continue
+            sig = inspect.signature(target)
         except (TypeError, ValueError):  # not introspectable (a builtin): left to the call
             continue
-        bound_self = isinstance(contract, (classmethod, staticmethod))
-        n = len(wants) if bound_self else len(wants) - 1  # the contract's arguments after self
+        except Exception as exc:  # the plug-in's own descriptor or __signature__
+            return f"{what}.{name}: reading it raised {type(exc).__name__}: {safe_str(exc)}"
         try:
-            sig.bind(*([None] * (n if bound_self else n + 1)))
+            sig.bind(*([None] * len(wants)))
         except TypeError:
-            given = ", ".join(p.name for p in wants[0 if bound_self else 1:])
-            return f"{what}.{name}{sig} cannot take the arguments the engine passes it ({given})"
+            on_instance = inspect.isfunction(raw) and not isinstance(contract, (classmethod, staticmethod))
+            shown = inspect.signature(raw) if on_instance else sig
+            given = ", ".join((["self"] if on_instance else []) + wants)
+            return f"{what}.{name}{shown} cannot take the arguments the engine passes it ({given})"
     return None
 
 
@@ -119,17 +139,22 @@ def _load_entry_points() -> None:
         except Exception as exc:  # a third party's import error, whatever it is
             _BROKEN[ep.name] = f"{where} failed to load: {type(exc).__name__}: {safe_str(exc, 200)}"
             continue
-        why = class_problem(cls, where)
+        why = class_problem(cls, where, need_name=False)
         if why is not None:
             _BROKEN[ep.name] = why
             continue
-        _REGISTRY.setdefault(cls.name, cls)
+        _REGISTRY.setdefault(cls.name or ep.name, cls)  # a class with no name of its own goes by the entry point's
 
 
 def broken_policies() -> dict[str, str]:
     """Entry points that could not be used, by name, with the reason."""
     _load_entry_points()
     return dict(_BROKEN)
+
+
+def listed_names(known: dict[str, type[Policy]]) -> list[str]:
+    """The policies' names for a message: numasim's own first, then plug-ins (a long list is cut: the built-ins stay)."""
+    return sorted(known, key=lambda n: (not known[n].__module__.startswith("numasim."), n))
 
 
 def available_policies() -> dict[str, type[Policy]]:
@@ -208,7 +233,7 @@ def load_policy_ref(ref: str, base_dir: str | None = None) -> type[Policy]:
     why = class_problem(cls, attr)
     if why is not None:
         raise ScenarioError(Problem("policy", f"{ref[:200]!r}: {why}"))
-    if getattr(module, "__file__", None) and "_numasim_file" not in vars(cls):
+    if getattr(module, "__file__", None) and cls.__module__ == module.__name__ and "_numasim_file" not in vars(cls):
         cls._numasim_file = module.__file__  # errors name it, in a worker too (a class sent by value loses it)
     _REGISTRY[ref] = cls
     return cls
@@ -229,9 +254,8 @@ def get_policy(name: str, base_dir: str | None = None) -> type[Policy]:
     known = available_policies()
     if name not in known and name in _BROKEN:
         raise ScenarioError(Problem("policy", _BROKEN[name]))
-    if name not in known:  # numasim's own first, then plug-ins (a long list is cut, the built-ins stay)
-        listed = sorted(known, key=lambda n: (not known[n].__module__.startswith("numasim."), n))
+    if name not in known:
         raise ScenarioError(
-            Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(listed)}")
+            Problem("policy", f"unknown policy {name!r}; known policies: {', '.join(listed_names(known))}")
         )
     return known[name]

@@ -174,8 +174,10 @@ def _measure(case: Case) -> tuple[float, float]:
     try:
         result = run(_scenario(case), policies=[case.numerator, case.denominator], workers=1, with_sla=False,
                      quiet=True, max_work_s=None, max_memory_bytes=None)  # within the suite's budget, checked before
-    except PolicyError as exc:  # a plug-in's bug: say in which case
-        raise ScenarioError(Problem("", str(exc)), source=case._file or f"validation case {case.id}") from exc
+    except PolicyError as exc:  # a plug-in's bug, in a case of the user's: say in which (a shipped one's is numasim's)
+        if case._file is None:
+            raise
+        raise ScenarioError(Problem("", str(exc)), source=case._file) from exc
     out = []
     for label in (case.numerator, case.denominator):
         value = getattr(result.run(label), case.metric)
