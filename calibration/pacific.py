@@ -13,7 +13,10 @@ Everything else in the Pacific results (every locality, taskset and the
 metamorphic checks) is a prediction. CFS's result depends on the seed (fork
 placement), so the fit uses the mean over ``--seeds`` seeds.
 
-Usage: python calibration/pacific.py [--seeds 4]
+Usage: python calibration/pacific.py [--seeds 4] [--duration 120s --warmup 60s]
+
+``--duration`` and ``--warmup`` fit over another window than the scenario's (8-20 s): a
+sensitivity (docs/validation.md, "Misses"), not the shipped values.
 """
 
 from __future__ import annotations
@@ -33,12 +36,16 @@ with open(SCENARIO, encoding="utf-8") as _fh:
     ESXI = [v.get("label", v["policy"]) for v in yaml.safe_load(_fh)["policies"]].index("esxi")
 
 
+WINDOW: list[str] = []  # --duration / --warmup as overrides (set in main; the workers fork after)
+
+
 def _throughput(args: tuple[str, int, float, float]) -> float:
     label, seed, misses, mem_over = args
     sets = [
         "workloads.java-transactions.base=java-transactions",
         f"workloads.java-transactions.llc_misses_per_op={misses}",
         f"policies.{ESXI}.options.memory_overhead={mem_over}",
+        *WINDOW,
     ]
     s = numasim.load(SCENARIO, sets)
     metrics, _ = run_variant(s, s.variant(label), seed=seed)
@@ -55,7 +62,10 @@ def ratio(pool, label: str, seeds: list[int], misses: float, mem_over: float) ->
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--duration", help="simulated duration, e.g. 120s (default: the scenario's)")
+    ap.add_argument("--warmup", help="warm-up, e.g. 60s (default: the scenario's)")
     args = ap.parse_args()
+    WINDOW.extend(f"{k}={v}" for k, v in (("duration", args.duration), ("warmup", args.warmup)) if v)
     seeds = list(range(1, args.seeds + 1))
     with ProcessPoolExecutor() as pool:
         f = lambda m: ratio(pool, "numactl", seeds, m, 0.0) - 1.17  # noqa: E731
