@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numasim
-from numasim.analysis.confidence import half_width, mser_truncation
+from numasim.analysis.confidence import half_width, mser_truncation, trend
 
 from .conftest import OVERCOMMITTED, small_scenario
 
@@ -30,6 +30,30 @@ def test_mser_drops_a_ramp_and_keeps_a_steady_series():
     assert 4 <= mser_truncation(ramp) <= 9
     long = [0.0] * 20 + list(100 + rng.normal(0, 1, 200))  # MSER-5: batches of 5
     assert mser_truncation(long) % 5 == 0 and 20 <= mser_truncation(long) <= 30
+
+
+def test_a_drift_to_the_end_is_a_trend_and_noise_is_not():
+    rng = np.random.default_rng(2)
+    t = [0.5 * i for i in range(1, 81)]
+    steady = list(100 + rng.normal(0, 2, 80))
+    drift, p, hw = trend(t, steady, 0.0)
+    assert p > 0.01 and abs(drift) < 0.05 and 0 < hw < 0.02
+    rising = [x + 0.25 * i for i, x in enumerate(steady)]  # +20 over the run, about 18 % of its mean
+    drift, p, hw = trend(t, rising, 0.0)
+    assert p < 1e-6 and drift == pytest.approx(0.18, abs=0.03) and abs(drift) > hw
+    assert trend(t, rising, 36.0) is None  # 8 samples left after 36 s: too few to say
+    assert trend(t, [100.0] * 80, 0.0) == (0.0, 1.0, 0.0)
+
+
+def test_a_run_that_ends_still_rising_is_warned_about():
+    data = small_scenario(duration="4s", warmup="1s", sample_interval="100ms", replications=2,
+                          policies=[{"label": "cfs", "policy": "cfs"}, {"label": "numactl", "policy": "numactl"}])
+    res = numasim.run(numasim.from_dict(data))
+    assert not any("when the run ends" in w for w in res.warnings())
+    ts = res.run("numactl").timeseries
+    ts["throughput"] = [x * (1 + 0.1 * t) if x is not None else None for t, x in zip(ts["time_s"], ts["throughput"])]
+    (w,) = [w for w in res.warnings() if "when the run ends" in w]
+    assert w.startswith("numactl: throughput is still rising when the run ends: +") and "a longer duration" in w
 
 
 def test_ci_fields_over_seeds_and_none_with_one_seed():

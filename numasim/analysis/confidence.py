@@ -11,6 +11,12 @@
   at least 50) finds the truncation point that minimises the standard error of the mean
   of what is left of the throughput time series. When it falls after the warm-up, the
   measurement window still holds part of the transient.
+- **Trend.** A series that drifts to the end of the run has no truncation point that
+  removes the drift, so MSER cannot see it. The slope of the series' batch means (at
+  least 3 samples a batch, 4 to 10 batches: successive samples of one run are
+  correlated, batch means much less) is tested against 0; a slope significant at 5 %
+  over all the variants of a run (Bonferroni) whose change across the samples exceeds
+  the 95 % interval of their mean says the run ended before steady state.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["half_width", "mser_truncation"]
+__all__ = ["half_width", "mser_truncation", "trend"]
 
 LEVEL = 0.95
 
@@ -56,3 +62,25 @@ def mser_truncation(series: Sequence[float]) -> int:
         if value < best:
             best, best_d = value, d
     return best_d * batch
+
+
+def trend(times: Sequence[float], series: Sequence[float | None], start: float) -> tuple[float, float, float] | None:
+    """The drift of ``series`` over its samples after ``start`` (s): its change across them as a share of
+    their mean, the two-sided p-value of the slope, and the 95 % half-width of their mean as a share of it;
+    over batch means (see the module's docstring). None with fewer than 12 samples or a mean of 0."""
+    pts = [(t, float(x)) for t, x in zip(times, series) if t > start + 1e-9 and x is not None and math.isfinite(x)]
+    if len(pts) < 12:
+        return None
+    n_batches = min(10, len(pts) // 3)
+    size = len(pts) // n_batches
+    arr = np.asarray(pts[: n_batches * size]).reshape(n_batches, size, 2).mean(axis=1)
+    mean = float(arr[:, 1].mean())
+    hw = half_width(arr[:, 1].tolist())
+    if mean <= 0 or hw is None:
+        return None
+    from scipy import stats
+
+    fit = stats.linregress(arr[:, 0], arr[:, 1])
+    if not math.isfinite(fit.pvalue):  # a flat series: no slope to test
+        return 0.0, 1.0, hw / mean
+    return float(fit.slope) * (pts[-1][0] - pts[0][0]) / mean, float(fit.pvalue), hw / mean

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model.scenario import MAX_REPLICATIONS, MAX_VARIANTS
 from ..sim.trace import Trace
-from .confidence import half_width, mser_truncation
+from .confidence import half_width, mser_truncation, trend
 from .metrics import REPLICATED, Metrics
 
 __all__ = ["RunResult", "SCHEMA", "MAX_BYTES"]
@@ -94,7 +94,8 @@ class RunResult:
         return out
 
     def warnings(self) -> list[str]:
-        """What makes these results less sure than they look: one seed, unsettled rankings, a short warm-up."""
+        """What makes these results less sure than they look: one seed, unsettled rankings, a short warm-up,
+        a run that ends before steady state."""
         out: list[str] = []
         n = len(self.runs[0].seeds) if self.runs else 0
         if n == 1 and len(self.runs) > 1:
@@ -124,18 +125,25 @@ class RunResult:
             series = r.timeseries.get("throughput") or []
             times = r.timeseries.get("time_s") or []
             d = mser_truncation(series)
-            if not d or not times or times[d - 1] <= r.window_s[0] + 1e-9:
-                continue
-            # MSER ends the transient after the warm-up. It matters when dropping the rest of
-            # it moves the window's mean by more than the window's own 95 % interval.
-            window = [x for t, x in zip(times, series) if t > r.window_s[0] + 1e-9 and x is not None]
-            steady = [x for x in series[d:] if x is not None]
-            hw = half_width(window)
-            if window and steady and hw is not None and abs(np.mean(steady) - np.mean(window)) > hw:
-                out.append(f"{r.label}: throughput is still settling after the warm-up: MSER puts steady "
-                           f"state from {times[d - 1]:g} s, the warm-up ends at {r.window_s[0]:g} s, and the "
-                           f"mean moves by {abs(np.mean(steady) / np.mean(window) - 1):.1%} "
-                           "(a longer --warmup or duration)")
+            start = max(times[d - 1] if d and times else r.window_s[0], r.window_s[0])
+            if start > r.window_s[0] + 1e-9:
+                # MSER ends the transient after the warm-up. It matters when dropping the rest of
+                # it moves the window's mean by more than the window's own 95 % interval.
+                window = [x for t, x in zip(times, series) if t > r.window_s[0] + 1e-9 and x is not None]
+                steady = [x for x in series[d:] if x is not None]
+                hw = half_width(window)
+                if window and steady and hw is not None and abs(np.mean(steady) - np.mean(window)) > hw:
+                    out.append(f"{r.label}: throughput is still settling after the warm-up: MSER puts steady "
+                               f"state from {start:g} s, the warm-up ends at {r.window_s[0]:g} s, and the "
+                               f"mean moves by {abs(np.mean(steady) / np.mean(window) - 1):.1%} "
+                               "(a longer --warmup or duration)")
+            # A drift to the end of the run, after MSER's point, which no truncation removes: significant
+            # over all the variants (Bonferroni), and larger than the interval of the mean it moves.
+            tr = trend(times, series, start)
+            if tr is not None and tr[1] < 0.05 / len(self.runs) and abs(tr[0]) > tr[2]:
+                out.append(f"{r.label}: throughput is still {'rising' if tr[0] > 0 else 'falling'} when the run ends: "
+                           f"{tr[0]:+.1%} from {start:g} s to the end (the first seed's time series; slope "
+                           f"p = {tr[1]:.2g}): steady state is not reached (a longer duration)")
         return out
 
     @classmethod

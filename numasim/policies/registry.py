@@ -19,8 +19,7 @@ from .numactl import Numactl
 from .taskset import Taskset
 
 __all__ = ["register", "get_policy", "load_policy_ref", "available_policies", "broken_policies", "plugin_files",
-           "listed_names",
-           "BUILTINS"]
+           "listed_names", "class_problem", "BUILTINS"]
 
 BUILTINS: tuple[type[Policy], ...] = (CFS, ESXi, K8s, Numactl, Taskset)
 
