@@ -16,7 +16,10 @@
   least 3 samples a batch, 4 to 10 batches: successive samples of one run are
   correlated, batch means much less) is tested against 0; a slope significant at 5 %
   over all the variants of a run (Bonferroni) whose change across the samples exceeds
-  the 95 % interval of their mean says the run ended before steady state.
+  the 95 % interval of their mean, the throughput's interval over seeds and 0.1 % (the
+  last digit the table shows of a relative throughput) says the run ended before steady
+  state (a very steady series can have a significant slope worth 0.01 %: not worth a
+  warning).
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ import numpy as np
 from ..model.scenario import MAX_REPLICATIONS, MAX_VARIANTS
 from ..sim.trace import Trace
 from .confidence import half_width, mser_truncation, trend
+
+SHOWN = 0.001  # a drift of a tenth of a percent: the last digit the run's table shows of a relative throughput
 from .metrics import REPLICATED, Metrics
 
 __all__ = ["RunResult", "SCHEMA", "MAX_BYTES"]
@@ -138,9 +140,13 @@ class RunResult:
                                f"mean moves by {abs(np.mean(steady) / np.mean(window) - 1):.1%} "
                                "(a longer --warmup or duration)")
             # A drift to the end of the run, after MSER's point, which no truncation removes: significant
-            # over all the variants (Bonferroni), and larger than the interval of the mean it moves.
+            # over all the variants (Bonferroni), and larger than what the figure's intervals already say
+            # (the mean's over these samples, and the throughput's over seeds).
             tr = trend(times, series, start)
-            if tr is not None and tr[1] < 0.05 / len(self.runs) and abs(tr[0]) > tr[2]:
+            seeds_hw = self.ci(r.label)["throughput_ci"]
+            said = max(tr[2], seeds_hw / r.throughput if seeds_hw and r.throughput > 0 else 0.0,
+                       SHOWN) if tr else 0.0
+            if tr is not None and tr[1] < 0.05 / len(self.runs) and abs(tr[0]) > said:
                 out.append(f"{r.label}: throughput is still {'rising' if tr[0] > 0 else 'falling'} when the run ends: "
                            f"{tr[0]:+.1%} from {start:g} s to the end (the first seed's time series; slope "
                            f"p = {tr[1]:.2g}): steady state is not reached (a longer duration)")
