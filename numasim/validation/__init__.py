@@ -57,6 +57,7 @@ class Case(Spec):
     denominator: str = Field(description="label of the variant below")
     _file: str | None = PrivateAttr(default=None)  # a case file of the user's own: its policy files are beside it
     _plugins: tuple[str, ...] = PrivateAttr(default=())  # the files of its policies that are not numasim's
+    _built: Any = PrivateAttr(default=None)  # its scenario, built when the file was checked: costed, then dropped
 
     @model_validator(mode="after")
     def _two_variants(self) -> "Case":
@@ -109,7 +110,8 @@ def load_case_file(path: str | Path) -> Case:
         raise ScenarioError(validation_problems(exc, Case), source=str(path)) from None
     case._file = str(path)
     try:
-        case._plugins = tuple(plugin_files(v.policy for v in _scenario(case).variants))
+        case._built = _scenario(case)
+        case._plugins = tuple(plugin_files(v.policy for v in case._built.variants))
     except ScenarioError as exc:
         raise ScenarioError([Problem(_under("scenario", p.path) if p.path not in ("numerator", "denominator")
                                      else p.path, p.message) for p in exc.problems], source=str(path)) from None
@@ -214,7 +216,8 @@ def run_suite(only: list[str] | None = None, workers: int = 0, on_done=None,
     cases = load_cases(only) if cases is None else cases
     costs = []
     for case in cases:  # every scenario is checked, and costed, before anything runs
-        scenario = _scenario(case)
+        scenario = case._built or _scenario(case)  # (a case file of the user's was built when it was read)
+        case._built = None  # not sent to the workers with the case: they build their own
         costs.append(estimate(scenario, select_variants(scenario, [case.numerator, case.denominator]), None, False))
     check_budget(combine(costs), max_work_s, max_memory_bytes, "numasim validation",
                  what="this case is" if len(cases) == 1 else f"these {len(cases)} cases are", fewer="run fewer cases (--only, --case)")
