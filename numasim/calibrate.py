@@ -147,14 +147,14 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
     from scipy.optimize import brentq, least_squares, minimize_scalar
 
     from .budget import check_budget, combine, estimate
-    from .model.scenario import apply_overrides, fraction_inside, from_dict, set_path
+    from .calls import callback, flag
+    from .model.overrides import apply_overrides, fraction_inside, set_path
+    from .model.scenario import from_dict
     from .model.yamlfile import check_data, read_yaml
     from .runner import run, select_variants
 
     fit, targets, sets, replications, workers, max_evaluations = _check_call(
         fit, targets, sets, replications, workers, max_evaluations, origins)
-    from .calls import callback, flag
-
     on_evaluation, leave_one_out = callback(on_evaluation, "on_evaluation"), flag(leave_one_out, "leave_one_out")
     if isinstance(scenario, (str, os.PathLike)):
         source, base = str(scenario), read_yaml(Path(scenario))
@@ -344,7 +344,8 @@ def _current(data: dict[str, Any], path: str, default: float) -> float:
 
 def calibrate_predict(data: dict[str, Any], values: dict[str, float], targets, replications=None, workers=0) -> list[float]:
     """The targets' predicted values with ``values`` set in the scenario data."""
-    from .model.scenario import from_dict, set_path
+    from .model.overrides import set_path
+    from .model.scenario import from_dict
     from .runner import run
 
     data = copy.deepcopy(data)

@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 
 from .errors import Problem, ScenarioError
+from .model.yamlfile import MAX_DEPTH  # nesting of one value, as a file's (a machine's matrix is 3 deep)
 
 __all__ = ["plain", "text_list", "grid_map", "span_map", "whole", "check_seed", "as_duration_ns", "path_or_none",
            "callback", "flag"]
-
-MAX_DEPTH = 64  # nesting of one value (a machine's matrix is 3 deep)
 
 
 def _array(value: Any) -> bool:

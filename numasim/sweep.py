@@ -108,7 +108,8 @@ def sweep_points(grid: dict[str, list[Any]] | None, sample: int | None = None,
 def _whole_paths(base: dict[str, Any], ranges: dict[str, tuple[float, float]], source: str) -> set[str]:
     """The --range paths that take whole numbers only: a value between two is refused as not an integer,
     a whole one is accepted."""
-    from .model.scenario import fraction_inside, from_dict
+    from .model.overrides import fraction_inside
+    from .model.scenario import from_dict
 
     whole = set()
     for path, (lo, hi) in ranges.items():
@@ -141,7 +142,7 @@ def _count_values(data: Any) -> int:
 
 
 def _point_data(base: dict[str, Any], point: dict[str, Any], source: str) -> dict[str, Any]:
-    from .model.scenario import set_path
+    from .model.overrides import set_path
 
     data = copy.deepcopy(base)
     data.pop("sweep", None)
@@ -256,7 +257,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     """
     import pandas as pd
 
-    from .model.scenario import apply_overrides, from_dict
+    from .model.overrides import apply_overrides
+    from .model.scenario import from_dict
     from .model.yamlfile import check_data, read_yaml
     from .calls import callback, check_seed, flag
     from .runner import select_variants

@@ -20,11 +20,11 @@ import numpy as np
 from ..model.scenario import MAX_REPLICATIONS, MAX_VARIANTS
 from ..sim.trace import Trace
 from .confidence import half_width, mser_truncation, trend
-
-SHOWN = 0.001  # a drift of a tenth of a percent: the last digit the run's table shows of a relative throughput
 from .metrics import REPLICATED, Metrics
 
 __all__ = ["RunResult", "SCHEMA", "MAX_BYTES"]
+
+SHOWN = 0.001  # a drift of a tenth of a percent: the last digit the run's table shows of a relative throughput
 
 SCHEMA = "numasim.result/1"
 MAX_BYTES = 256 * 2**20
