@@ -19,7 +19,6 @@ import copy
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from .budget import DEFAULT_MAX_WORK_S, MAX_MEMORY_BYTES
@@ -148,24 +147,14 @@ def calibrate(scenario: str | os.PathLike[str] | dict[str, Any], fit: dict[str, 
 
     from .budget import check_budget, combine, estimate
     from .calls import callback, flag
-    from .model.overrides import apply_overrides, fraction_inside, set_path
+    from .model.overrides import fraction_inside, scenario_data, set_path
     from .model.scenario import from_dict
-    from .model.yamlfile import check_data, read_yaml
     from .runner import run, select_variants
 
     fit, targets, sets, replications, workers, max_evaluations = _check_call(
         fit, targets, sets, replications, workers, max_evaluations, origins)
     on_evaluation, leave_one_out = callback(on_evaluation, "on_evaluation"), flag(leave_one_out, "leave_one_out")
-    if isinstance(scenario, (str, os.PathLike)):
-        source, base = str(scenario), read_yaml(Path(scenario))
-    else:
-        source = "<calibration scenario>"
-        check_data(scenario, source)  # before a copy walks it
-        base = copy.deepcopy(scenario)
-    if not isinstance(base, dict):
-        raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)
-    if sets:
-        base = apply_overrides(base, list(sets))
+    source, base = scenario_data(scenario, sets, "<calibration scenario>")
     if not fit:
         raise ScenarioError(Problem("--fit", "give at least one PATH=LO..HI to fit"))
     if not targets:

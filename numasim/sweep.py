@@ -257,9 +257,8 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
     """
     import pandas as pd
 
-    from .model.overrides import apply_overrides
+    from .model.overrides import scenario_data
     from .model.scenario import from_dict
-    from .model.yamlfile import check_data, read_yaml
     from .calls import callback, check_seed, flag
     from .runner import select_variants
 
@@ -267,17 +266,7 @@ def sweep(scenario: str | os.PathLike[str] | dict[str, Any], grid: dict[str, lis
         grid, ranges, sample, policies, sets, out, scheduler, workers, sample_seed)
     seed = check_seed(seed)  # (a bad one would fail every point once the cluster is up)
     on_point, quiet = callback(on_point, "on_point"), flag(quiet, "quiet")
-    if isinstance(scenario, (str, os.PathLike)):
-        source = str(scenario)
-        base = read_yaml(Path(scenario))
-    else:
-        source = "<sweep scenario>"
-        check_data(scenario, source)  # before a copy walks it
-        base = copy.deepcopy(scenario)
-    if not isinstance(base, dict):
-        raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)
-    if sets:
-        base = apply_overrides(base, list(sets))
+    source, base = scenario_data(scenario, sets, "<sweep scenario>")
     spec = from_dict(base, source=source).spec  # the base scenario itself must be valid
     if scheduler is not None and not str(scheduler).strip():
         raise NumasimError("--scheduler: the address is empty (an unset variable?); give HOST:PORT, or leave "

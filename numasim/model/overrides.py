@@ -5,13 +5,15 @@ that gave its field's value."""
 from __future__ import annotations
 
 import copy
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from ..errors import Problem, ScenarioError
-from .yamlfile import MAX_DEPTH, read_yaml_text
+from .yamlfile import MAX_DEPTH, check_data, read_yaml, read_yaml_text
 
-__all__ = ["apply_overrides", "set_path", "fraction_inside", "blame"]
+__all__ = ["apply_overrides", "set_path", "fraction_inside", "blame", "scenario_data"]
 
 
 def fraction_inside(lo: float, hi: float) -> float:
@@ -20,6 +22,21 @@ def fraction_inside(lo: float, hi: float) -> float:
     an integer"), as sweep --range and calibrate --fit ask."""
     mid = (lo + hi) / 2
     return mid + min(0.5, (hi - lo) / 4) if mid.is_integer() else mid
+
+
+def scenario_data(scenario: Any, sets: list[str] | tuple[str, ...], unnamed: str) -> tuple[str, dict[str, Any]]:
+    """The data of a scenario given as a file name or as a mapping (copied, never the caller's), with
+    ``sets`` applied, and the name errors give its source (``unnamed`` for a mapping); as sweep and
+    calibrate take it."""
+    if isinstance(scenario, (str, os.PathLike)):
+        source, base = str(scenario), read_yaml(Path(scenario))
+    else:
+        source = unnamed
+        check_data(scenario, source)  # before a copy walks it
+        base = copy.deepcopy(scenario)
+    if not isinstance(base, dict):
+        raise ScenarioError(Problem("", "a scenario must be a mapping of keys"), source=source)
+    return source, (apply_overrides(base, list(sets)) if sets else base)
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
