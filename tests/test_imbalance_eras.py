@@ -359,7 +359,9 @@ def test_old_eras_on_one_node_keep_all_memory_local():
 # ---------------------------------------------------------------- one kernel version for every era option
 
 @pytest.mark.parametrize("version, lb, numab, pct, busy, limit, eevdf", [
-    ("3.10", "3.10", "3.13", 125, 32, 1280.0, False),    # RHEL 7's base
+    ("3.8", "3.10", "3.8", 125, 32, 1280.0, False),      # balancenuma: pages only
+    ("3.10", "3.10", "3.8", 125, 32, 1280.0, False),     # mainline 3.10 (RHEL 7 backported later rules)
+    ("3.13", "3.10", "3.13", 125, 32, 1280.0, False),    # task placement (Mel Gorman's series)
     ("4.10", "3.10", "4.4", 125, 32, 1280.0, False),
     ("4.18", "5.4", "4.4", 125, 32, 1280.0, False),      # RHEL 8's base: SD_NUMA fork clause, pseudo-interleaving
     ("4.19", "5.4", "5.6", 125, 32, None, False),        # SMALLIMP, no migration rate limit
@@ -380,6 +382,9 @@ def test_a_kernel_version_sets_every_era_option(version, lb, numab, pct, busy, l
     o = CFSOptions(kernel=version)
     assert (o.numa_imbalance_kernel, o.numa_balancing_kernel, o.imbalance_pct_numa, o.busy_factor,
             o.migrate_rate_limit_mbps, o.eevdf) == (lb, numab, pct, busy, limit, eevdf)
+    # 3.13 made the scan periods the time to scan the whole address space (598f0ec0bc99): 1 s to 60 s;
+    # before, one 256 MB window every 100 ms to 5 s.
+    assert (o.scan_period_min_ms, o.scan_period_max_ms) == ((100.0, 5000.0) if numab == "3.8" else (1000.0, 60000.0))
 
 
 def test_an_option_set_beside_the_kernel_wins_and_6_1_is_the_default():

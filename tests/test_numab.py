@@ -391,3 +391,57 @@ def test_a_scans_migrations_take_free_memory_as_they_are_decided():
     assert dst.tolist() == [1, -1, -1]
     assert free.tolist() == [11 * CHUNK, 0]
     assert loc[0].tolist() == [3.0, 0.0, 2.0]  # three remote faults, two failed migrations
+
+
+# ---------------------------------------------------------------- v3.8: pages only (balancenuma)
+
+def _numa02(**policy_options) -> dict:
+    """autonumabench's numa02 in small: the main thread zeroes one buffer, then each worker rewrites its own
+    slice of it, unbound and always runnable (8 threads on 8 CPUs)."""
+    return small_scenario(
+        workloads={"slices": {"base": "stream", "cycles_per_op": 2, "write_fraction": 1.0, "touch": "main",
+                              "private_touch": "main", "touch_gbps": 4.0}},
+        pods=[{"name": "numa02", "threads": 8, "memory": "256MiB", "profile": "slices"}],
+        policies=[{"label": "none", "policy": "cfs", "options": {"kernel": "3.7"}},
+                  {"label": "numab", "policy": "cfs", "options": {"kernel": "3.8", "numa_balancing": True,
+                                                                  **policy_options}}],
+        duration="8s", warmup="0s", sample_interval="1s")
+
+
+def test_a_buffer_the_main_thread_zeroed_lies_on_its_node_and_3_8_moves_each_slice_to_its_thread():
+    res = run_small(_numa02())
+    none, nb = res.run("none"), res.run("numab")
+    on = [pod.memory_per_node_bytes for pod in none.pods][0]
+    assert sorted(on) == [0, 256 * 2**20]  # private_touch main: every slice where the main thread ran
+    assert none.locality == pytest.approx(0.5, abs=0.05)  # the workers spread over both nodes
+    series = [x for x in nb.timeseries["locality"] if x is not None]
+    assert series[-1] > 0.97  # each slice followed its thread
+    assert 0.4 * 2**27 < nb.pages_migrated_bytes < 1.2 * 2**27  # about the half that was remote, once
+    assert nb.numa_task_moves == 0  # 3.8 had no task placement
+    assert res.relative("numab") > 1.2  # one node's controllers against two
+
+
+def test_3_8_moves_a_page_only_at_the_second_fault_in_a_row_from_one_node():
+    # With a scan of the whole buffer only every 5 s (the period's maximum), a page's first fault
+    # cannot move it, so no page has moved 4 s after the scans began; the later eras move a private
+    # page at its first fault while the task is new.
+    slow = {"scan_period_min_ms": 5000.0, "scan_size_mb": 256, "scan_delay_ms": 1000.0}
+    res = run_small(small_scenario(**{**_numa02(**slow), "duration": "5s"}))
+    assert res.run("numab").hinting_faults > 0 and res.run("numab").pages_migrated_bytes == 0
+    later = _numa02(**slow, numa_balancing_kernel="3.13")
+    later["duration"] = "5s"
+    assert run_small(later).run("numab").pages_migrated_bytes > 0
+
+
+def test_3_8_makes_no_task_moves_where_later_kernels_do():
+    # Two processes whose threads share one heap, split over both nodes: from 3.13 a few task moves
+    # gather each process with its heap; 3.8 moves no task, and pages that both nodes' threads fault
+    # seldom pass its filter, so it gathers much less.
+    runs = {}
+    for kernel in ("3.8", "3.13"):
+        data = _batch_jvms(3, kernel)
+        data["warmup"] = "0s"
+        runs[kernel] = run_small(data).run("numab")
+    assert runs["3.8"].numa_task_moves == 0 and runs["3.8"].hinting_faults > 0
+    assert runs["3.13"].numa_task_moves > 0
+    assert runs["3.13"].locality > runs["3.8"].locality + 0.2

@@ -98,11 +98,13 @@ class WorkloadProfile(Spec):
         default=None, ge=0.0, le=1.0,
         description="share of the misses that go to the threads' private memory, when it differs from its share of "
                     "the bytes (a small, hot per-thread data set in a large heap); none: 1 - shared_fraction")
-    private_touch: Literal["owner", "pod"] = Field(
+    private_touch: Literal["owner", "pod", "main"] = Field(
         default="owner",
-        description="who first touches a thread's private memory: the thread itself, or the pod's threads at large "
+        description="who first touches a thread's private memory: the thread itself; the pod's threads at large "
                     "(a copying garbage collector's threads promote each thread's long-lived objects wherever they "
-                    "run), so it lands on the nodes where the pod runs, round robin over its threads")
+                    "run), so it lands on the nodes where the pod runs, round robin over its threads; or main: its "
+                    "process's first thread (a program that clears one buffer before its workers each take a slice "
+                    "of it), so it lands on the node that thread runs on")
     hot_fraction: float | None = Field(
         default=None, gt=0.0, lt=1.0,
         description="share of the pod's memory that is hot: it receives hot_access_share of the accesses (spread evenly "

@@ -59,7 +59,8 @@ class CFSOptions(PolicyOptions):
         default=None,
         description="a mainline kernel version (\"4.18\", \"5.10\", \"5.15.33\"; a number only with two decimals, "
                     "as 4.18: 5.10 reads as 5.1): sets numa_imbalance_kernel, "
-                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps, fully_busy_last and eevdf as that "
+                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps, scan_period_min_ms, "
+                    "scan_period_max_ms, fully_busy_last and eevdf as that "
                     "release had them; any of them set here wins (numasim/policies/kernels.py, docs/model.md)")
 
     @model_validator(mode="before")
@@ -120,8 +121,8 @@ class CFSOptions(PolicyOptions):
                     "counts at most the CPUs the task may use there) (docs/model.md)")
     numa_balancing: bool = Field(default=_D["numa_balancing"], description="automatic NUMA balancing (kernel.numa_balancing=1)")
     scan_delay_ms: float = Field(default=_D["scan_delay_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: delay before a process's first scan")
-    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: shortest scan period (scaled by memory size)")
-    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: longest scan period (scaled by memory size)")
+    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: shortest scan period (from 3.13 the time to scan all of a process's memory, divided among its 256 MB windows; in the 3.8 era, between two windows)")
+    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: longest scan period (as scan_period_min_ms)")
     scan_size_mb: float = Field(default=_D["scan_size_mb"], ge=0.004, le=1e6, description="NUMA balancing: memory marked per scan")
     thp: bool = Field(default=_D["thp"], description="transparent huge pages: one hinting fault per 2 MiB instead of per 4 KiB")
     fault_us: float = Field(default=_D["fault_us"], ge=0, le=1e6, description="NUMA balancing: CPU cost of one hinting fault")
@@ -144,9 +145,11 @@ class CFSOptions(PolicyOptions):
                                    description="tiering: reclaim demotes the coldest pages of a full node to its slower tier")
     watermark_scale_factor: int = Field(default=_D["watermark_scale_factor"], ge=1, le=3000,
                                         description="vm.watermark_scale_factor: gap between a node's watermarks, per 10,000 of its memory")
-    numa_balancing_kernel: Annotated[Literal["3.13", "4.4", "5.6", "6.1"], BeforeValidator(_version_text)] = Field(
+    numa_balancing_kernel: Annotated[Literal["3.8", "3.13", "4.4", "5.6", "6.1"], BeforeValidator(_version_text)] = Field(
         default=_D["numa_balancing_kernel"],
-        description="NUMA balancing's rules of this kernel era: 3.13 (preferred node by task + group weight, swaps on "
+        description="NUMA balancing's rules of this kernel era: 3.8 (3.8-3.12: pages only, no task placement; a page "
+                    "moves at the second fault in a row from one node; the scan period, absolute, grows 10 jiffies a "
+                    "fault that moves nothing, back to its minimum each 60 s); 3.13 (preferred node by task + group weight, swaps on "
                     "any gain of zero or more); 4.4 (3.15-4.18, pseudo-interleaving: active-node mask, memory spread over "
                     "the active nodes, swaps on any positive gain); 5.6 (4.19-5.6: swaps need SMALLIMP; a move to an idle "
                     "CPU only if the node loads end no further apart, load_too_imbalanced); 6.1 (5.7 on: a move to a node "

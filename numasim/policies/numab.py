@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .api import CHUNK, Charge, Decision, MoveChunks
-from .numab_faults import (ERA_313, ERA_44, ERA_61, compact_moves, faults, pick_faulters, scan_prep,
+from .numab_faults import (ERA_38, ERA_313, ERA_44, ERA_61, compact_moves, faults, pick_faulters, scan_prep,
                            shared_migrate, take_counts, within_rate_limit)
 from .numab_groups import Group, Groups
 from .numab_moves import MS, TaskMoves
@@ -58,6 +58,9 @@ __all__ = ["NumaBalancing"]
 # task_numa_work scans up to this many scan sizes of address space ("virtpages") to find scan_size's
 # worth of pages it marks, skipping ranges it marks nothing in (fair.c).
 VIRT_WINDOWS = 8
+# v3.8: sysctl_numa_balancing_scan_period_reset, 60 s: how often a process's scanning task's period goes
+# back to its minimum ("this blunt hammer", task_numa_work).
+RESET_38_NS = 60_000 * MS
 
 
 def _room(buf: np.ndarray, n: int) -> np.ndarray:
@@ -82,6 +85,7 @@ class _Mm:
 
     seq: int = 0
     pos: int = 0  # chunk offset of the scan in the process's address space
+    reset: int = 0  # v3.8: when its scanning task's period next goes back to the minimum (numa_next_reset)
 
 
 class NumaBalancing(ScanPeriod, TaskMoves, Groups):
@@ -110,7 +114,7 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
         self._cpu_nodes = np.array(machine.cpu_nodes, dtype=np.int64)
         self.rate = np.full((2, machine.n_nodes), -1, dtype=np.int64)  # per node: 100 ms window, bytes migrated in it
         self.rate[1] = 0
-        self.era = {"3.13": ERA_313, "4.4": ERA_44}.get(opts.numa_balancing_kernel, ERA_61)
+        self.era = {"3.8": ERA_38, "3.13": ERA_313, "4.4": ERA_44}.get(opts.numa_balancing_kernel, ERA_61)
         limit = opts.migrate_rate_limit_mbps  # bytes a node may take per 100 ms window; -1: no limit
         self.rate_limit = -1.0 if limit is None else limit * 2**20 / 10
         self.t_pref: np.ndarray | None = None  # the per-thread and per-group arrays: at the first tick (_alloc)
@@ -236,7 +240,7 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
                 continue
             mm = self.mms.get(proc)
             if mm is None:
-                mm = self.mms[proc] = _Mm()
+                mm = self.mms[proc] = _Mm(reset=now + RESET_38_NS)
                 self.next_scan[proc] = now + int(self.o.scan_delay_ms * MS)
                 if now < self.next_scan[proc]:
                     continue
@@ -248,7 +252,12 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
             for tid in runners:
                 task = self._task(tid)
                 if cpu_time[tid] > task.node_stamp + self.t_period[tid] * MS:
-                    if task.node_stamp == 0.0:
+                    if self.era == ERA_38:
+                        if now > mm.reset:  # numa_next_reset
+                            mm.reset = now + RESET_38_NS
+                        if task.node_stamp == 0.0 or mm.reset == now + RESET_38_NS:
+                            self.t_period[tid] = self.o.scan_period_min_ms
+                    elif task.node_stamp == 0.0:
                         self.t_period[tid] = self._scan_start(sim.process_memory(proc), tid)
                     task.node_stamp = cpu_time[tid]
                     self.next_scan[proc] = now + int(self.t_period[tid] * MS)
@@ -303,12 +312,24 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
             out.append(Charge(tid, faults_k * pages * self.o.fault_us * 1000.0, faults=faults_k * pages))
         self._moves_buf = _room(self._moves_buf, n)
         moved = compact_moves(c_rid, dst, c_tid, c_i, self._moves_buf)
+        if self.era == ERA_38:
+            self._period_38(m, moved, pages)
         moves: dict[tuple[int, int, int], list[int]] = {}
         for rid, node, tid, i in zip(*self._moves_buf[:, :moved].tolist()):
             moves.setdefault((rid, node, tid), []).append(i)
         for (rid, node, tid), idx in moves.items():
             out.append(MoveChunks(rid, tuple(idx), node, tid, self.o.migrate_copy_gbps))
         return out
+
+    def _period_38(self, m: int, moved: int, pages: int) -> None:
+        """v3.8's task_numa_fault: each fault that moved nothing (a huge page's is one; without THP, one
+        per 4 KiB page) adds 10 jiffies to the faulting task's scan period, up to its maximum."""
+        step = 10 * 1000.0 / self.o.hz
+        movers = self._moves_buf[2, :moved]
+        for tid, faults_k in zip(self._order[:m].tolist(), self._counts[:m].tolist()):
+            still = (faults_k - int(np.count_nonzero(movers == tid))) * pages
+            if still > 0:
+                self.t_period[tid] = min(self.o.scan_period_max_ms, self.t_period[tid] + step * still)
 
     def _tids(self, proc: int, members) -> np.ndarray:
         """A process's threads as an array (made once: a process's threads do not change)."""
@@ -381,7 +402,7 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
         prev_tid, prev_nid = int(self.l_tid[off]), int(self.l_nid[off])
         self.l_tid[off], self.l_nid[off] = tid, cpu_nid
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
-        if not priv:
+        if not priv and self.era != ERA_38:  # (3.8 had no groups)
             self._join(tid, proc, prev_tid)
         if self.t_seq[tid] != mm.seq:
             self._placement(tid, mm, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
@@ -389,7 +410,9 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
         migrate = False
         if not local and decide and self._may_move(mp, cpu_nid):
             grouped = self.t_group[tid] >= 0
-            if (self.t_pref[tid] < 0 or self.t_seq[tid] <= 4) and priv:
+            if self.era == ERA_38:
+                migrate = prev_tid >= 0 and prev_nid == cpu_nid  # the two-stage filter alone
+            elif (self.t_pref[tid] < 0 or self.t_seq[tid] <= 4) and priv:
                 migrate = True
             elif prev_tid >= 0 and prev_nid != cpu_nid:
                 migrate = False

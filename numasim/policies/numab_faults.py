@@ -23,11 +23,11 @@ from __future__ import annotations
 from .. import jit
 from .api import CHUNK
 
-__all__ = ["faults", "who_faults", "scan_prep", "pick_faulters", "take_counts", "compact_moves", "due_tasks", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
+__all__ = ["faults", "who_faults", "scan_prep", "pick_faulters", "take_counts", "compact_moves", "due_tasks", "ERA_38", "ERA_313", "ERA_44", "ERA_61", "ACTIVE_NODE_FRACTION"]
 
 jit.fresh(__file__, "api.py")
 
-ERA_313, ERA_44, ERA_61 = range(3)
+ERA_313, ERA_44, ERA_61, ERA_38 = range(4)
 ACTIVE_NODE_FRACTION = 3
 
 
@@ -195,7 +195,8 @@ def faults(j, c_tid, c_off, c_nid, dst_out, cpu_nid, may, free, slow, l_tid, l_n
         off = c_off[j]
         prev = l_tid[off]
         priv = 1 if prev < 0 or prev == tid else 0
-        if not known[tid] or (priv == 0 and (group[tid] != proc or group[prev] != proc)) or seq[tid] != mm_seq:
+        if not known[tid] or (priv == 0 and era != ERA_38 and (group[tid] != proc or group[prev] != proc)) \
+                or seq[tid] != mm_seq:
             return j
         prev_nid = l_nid[off]
         nid = cpu_nid[tid]
@@ -204,7 +205,9 @@ def faults(j, c_tid, c_off, c_nid, dst_out, cpu_nid, may, free, slow, l_tid, l_n
         local = mem_nid == nid
         migrate = False
         if not local and may[tid]:
-            if (pref[tid] < 0 or seq[tid] <= 4) and priv:
+            if era == ERA_38:
+                migrate = prev >= 0 and prev_nid == nid  # the two-stage filter alone; a first fault never
+            elif (pref[tid] < 0 or seq[tid] <= 4) and priv:
                 migrate = True
             elif prev >= 0 and prev_nid != nid:
                 migrate = False

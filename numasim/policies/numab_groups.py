@@ -92,6 +92,9 @@ class Groups:
         before = int(self.t_pref[tid])
         own = self.t_own[tid] = task.mem.sum(axis=1)
         self.t_total[tid] = task.total
+        if self.o.numa_balancing_kernel == "3.8":
+            return  # "FIXME: Scheduling placement policy hints go here" (v3.8): no preferred node; its scan
+            # period follows each fault instead (NumaBalancing._period_38)
         if g is not None and self.o.numa_balancing_kernel == "4.4":
             self._update_active(g)
         by_node = g.mem if g is not None else own

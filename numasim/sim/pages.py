@@ -33,7 +33,7 @@ class PageRuntime:
         left = int(round(nbytes))
         if pod.status != "running":
             return
-        by_pod = pod.profile.private_touch == "pod"
+        by = pod.profile.private_touch
         plan = self._plan[tid]
         for j in range(0, 2 * PLAN_ENTRIES, 2):
             rid, want = int(plan[j]), int(plan[j + 1])
@@ -41,8 +41,10 @@ class PageRuntime:
                 continue
             take = min(want, left)
             try:
-                if by_pod and rid == self.t_private[tid]:
+                if by == "pod" and rid == self.t_private[tid]:
                     self._touch_round_robin(pod, rid, take)
+                elif by == "main" and rid == self.t_private[tid]:
+                    self.memory.allocate(rid, take, self._main_node(tid, node), pod.mempolicy)
                 else:
                     self.memory.allocate(rid, take, node, pod.mempolicy)
             except AllocationFailure as exc:
@@ -54,6 +56,11 @@ class PageRuntime:
             self.t_plan_left[tid] -= take
             left -= take
         self._dirty = True
+
+    def _main_node(self, tid: int, own: int) -> int:
+        """The node where the first thread of ``tid``'s process runs (``own`` if it is on no CPU)."""
+        cpu = self.t_cpu[self.proc_tids[self.t_proc[tid]][0]]
+        return own if cpu < 0 else int(self._cpu_node[cpu])
 
     def _plans(self, tid: int) -> bool:
         """Whether thread ``tid`` has memory left to first-touch."""
@@ -70,12 +77,13 @@ class PageRuntime:
 
     def _set_touch_policy(self, pod: PodInstance) -> None:
         """How the compiled first touch places the pod's pages (POL_* rows), or leaves them to :meth:`_touch`:
-        a pod not running, interleaved memory, a collector's touches by the whole pod."""
+        a pod not running, interleaved memory, private memory touched by another thread (the whole pod's
+        collector, or the process's first thread)."""
         col = self._pol[:, pod.index]
         col[:] = 0
         mp = pod.mempolicy
         col[POL_LOCAL] = mp.kind == "local" or (mp.kind == "preferred" and not mp.nodes)
-        if pod.status != "running" or pod.profile.private_touch == "pod" or (mp.kind == "interleave" and mp.nodes):
+        if pod.status != "running" or pod.profile.private_touch != "owner" or (mp.kind == "interleave" and mp.nodes):
             col[POL_KIND] = FT_PYTHON
         elif mp.kind == "preferred" and mp.nodes:
             col[POL_KIND], col[POL_NODE] = FT_PREFERRED, mp.nodes[0]
