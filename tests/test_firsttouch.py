@@ -34,7 +34,7 @@ def _runtime(machine, policy: MemPolicy, sizes: list[int], n_threads: int, by_po
     """The state PageRuntime._touch and firsttouch.touch share: one pod, its threads' plans."""
     mem = Memory(machine)
     pod = SimpleNamespace(index=0, status="running", mempolicy=policy,
-                          profile=SimpleNamespace(private_touch="pod" if by_pod else "owner"))
+                          profile=SimpleNamespace(private_touch="pod" if by_pod else "owner", touch_nodes=None))
     rt = SimpleNamespace(memory=mem, pods=[pod], t_pod=[0] * n_threads, t_private=[-1] * n_threads,
                          _cpu_node=[0, 1, 2], t_cpu=[0] * n_threads, t_plan_left=[0.0] * n_threads,
                          _plan=np.zeros((n_threads, 2 * firsttouch.PLAN_ENTRIES), dtype=np.int64),

@@ -445,3 +445,23 @@ def test_3_8_makes_no_task_moves_where_later_kernels_do():
     assert runs["3.8"].numa_task_moves == 0 and runs["3.8"].hinting_faults > 0
     assert runs["3.13"].numa_task_moves > 0
     assert runs["3.13"].locality > runs["3.8"].locality + 0.2
+
+
+def test_a_first_touch_bound_to_one_node_lands_there_and_balancing_moves_it_afterwards():
+    # autonumabench's numa01: set_mempolicy(MPOL_BIND) around the clearing, MPOL_DEFAULT after it.
+    data = _numa02()
+    data["workloads"]["slices"].update({"private_touch": "owner", "touch": "threads", "touch_nodes": [1]})
+    res = run_small(data)
+    none, nb = res.run("none"), res.run("numab")
+    assert none.pods[0].memory_per_node_bytes == [0, 256 * 2**20]  # wherever the toucher ran
+    assert none.locality == pytest.approx(0.5, abs=0.05)
+    assert nb.pages_migrated_bytes > 0 and nb.locality > none.locality + 0.3  # the default policy after it
+
+
+def test_a_first_touch_bound_to_a_node_without_memory_is_refused_with_the_nodes_that_have_some():
+    import numasim
+
+    data = _numa02()
+    data["workloads"]["slices"]["touch_nodes"] = [2]
+    with pytest.raises(numasim.ScenarioError, match=r"node 2, which has no memory on this machine \(nodes with memory: 0, 1\)"):
+        numasim.from_dict(data)

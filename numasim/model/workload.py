@@ -118,6 +118,12 @@ class WorkloadProfile(Spec):
                     "done; work: every thread its share while it works, at touch_gbps of its CPU time, so the memory "
                     "grows where the thread runs at that moment (a heap that grows as the program allocates)",
     )
+    touch_nodes: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
+        default=None, min_length=1, max_length=4096,
+        description="the nodes the first touch is bound to (a program that calls set_mempolicy(MPOL_BIND) around "
+                    "its initial clearing and MPOL_DEFAULT after it, as autonumabench's numa01 does): the pages land "
+                    "there wherever the toucher runs, nearest first, and NUMA balancing may move them later; none: "
+                    "the pod's memory policy")
     touch_gbps: float = Field(
         default=2.0, ge=0.001, le=10_000,
         description="GB/s one thread writes when it first touches its memory (with touch: work, GB of new memory "

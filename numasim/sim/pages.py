@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import PolicyError
-from ..policies.api import MigratePages, MoveChunks
+from ..policies.api import MemPolicy, MigratePages, MoveChunks
 from . import layout
 from .decisions import MAX_COPY_GBPS, MIN_COPY_GBPS, _copy_rate
 from .firsttouch import (FT_BIND, FT_LOCAL, FT_PREFERRED, FT_PYTHON, PLAN_ENTRIES, POL_KIND, POL_LOCAL, POL_MASK,
@@ -34,6 +34,8 @@ class PageRuntime:
         if pod.status != "running":
             return
         by = pod.profile.private_touch
+        bound = pod.profile.touch_nodes
+        policy = pod.mempolicy if bound is None else MemPolicy("bind", tuple(bound))
         plan = self._plan[tid]
         for j in range(0, 2 * PLAN_ENTRIES, 2):
             rid, want = int(plan[j]), int(plan[j + 1])
@@ -42,11 +44,11 @@ class PageRuntime:
             take = min(want, left)
             try:
                 if by == "pod" and rid == self.t_private[tid]:
-                    self._touch_round_robin(pod, rid, take)
+                    self._touch_round_robin(pod, rid, take, policy)
                 elif by == "main" and rid == self.t_private[tid]:
-                    self.memory.allocate(rid, take, self._main_node(tid, node), pod.mempolicy)
+                    self.memory.allocate(rid, take, self._main_node(tid, node), policy)
                 else:
-                    self.memory.allocate(rid, take, node, pod.mempolicy)
+                    self.memory.allocate(rid, take, node, policy)
             except AllocationFailure as exc:
                 # The page allocator fails: the kernel's OOM killer picks one victim and the
                 # allocation is retried once its memory is free (this thread's next event).
@@ -78,12 +80,13 @@ class PageRuntime:
     def _set_touch_policy(self, pod: PodInstance) -> None:
         """How the compiled first touch places the pod's pages (POL_* rows), or leaves them to :meth:`_touch`:
         a pod not running, interleaved memory, private memory touched by another thread (the whole pod's
-        collector, or the process's first thread)."""
+        collector, or the process's first thread), a first touch bound to some nodes."""
         col = self._pol[:, pod.index]
         col[:] = 0
         mp = pod.mempolicy
         col[POL_LOCAL] = mp.kind == "local" or (mp.kind == "preferred" and not mp.nodes)
-        if pod.status != "running" or pod.profile.private_touch != "owner" or (mp.kind == "interleave" and mp.nodes):
+        if pod.status != "running" or pod.profile.private_touch != "owner" or pod.profile.touch_nodes is not None \
+                or (mp.kind == "interleave" and mp.nodes):
             col[POL_KIND] = FT_PYTHON
         elif mp.kind == "preferred" and mp.nodes:
             col[POL_KIND], col[POL_NODE] = FT_PREFERRED, mp.nodes[0]
@@ -94,7 +97,7 @@ class PageRuntime:
         else:
             col[POL_KIND] = FT_LOCAL
 
-    def _touch_round_robin(self, pod: PodInstance, rid: int, nbytes: int) -> None:
+    def _touch_round_robin(self, pod: PodInstance, rid: int, nbytes: int, policy: MemPolicy) -> None:
         """First-touch the next ``nbytes`` of region ``rid`` a chunk at a time from the nodes where the
         threads of its process run, in turn (the threads of a copying collector, which run wherever
         the process does).
@@ -110,7 +113,7 @@ class PageRuntime:
             piece = min(end, (reg.touched // CHUNK + 1) * CHUNK) - reg.touched
             turn = self._touch_turn.get(proc, 0)
             self._touch_turn[proc] = turn + 1
-            self.memory.allocate(rid, piece, nodes[turn % len(nodes)], pod.mempolicy)
+            self.memory.allocate(rid, piece, nodes[turn % len(nodes)], policy)
 
     def _finish_touch(self, tid: int) -> None:
         self.t_phase[tid] = WORK
