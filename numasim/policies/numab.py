@@ -253,9 +253,10 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
                 task = self._task(tid)
                 if cpu_time[tid] > task.node_stamp + self.t_period[tid] * MS:
                     if self.era == ERA_38:
-                        if now > mm.reset:  # numa_next_reset
+                        reset = now > mm.reset  # numa_next_reset
+                        if reset:
                             mm.reset = now + RESET_38_NS
-                        if task.node_stamp == 0.0 or mm.reset == now + RESET_38_NS:
+                        if reset or task.node_stamp == 0.0:
                             self.t_period[tid] = self.o.scan_period_min_ms
                     elif task.node_stamp == 0.0:
                         self.t_period[tid] = self._scan_start(sim.process_memory(proc), tid)
