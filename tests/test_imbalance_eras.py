@@ -387,6 +387,18 @@ def test_a_kernel_version_sets_every_era_option(version, lb, numab, pct, busy, l
     assert (o.scan_period_min_ms, o.scan_period_max_ms) == ((100.0, 5000.0) if numab == "3.8" else (1000.0, 60000.0))
 
 
+def test_the_scan_periods_follow_the_numa_balancing_era_in_effect_and_must_be_in_order():
+    # A 3.10 kernel with later NUMA balancing rules (RHEL 7's backports) scans as those rules do;
+    # the 3.8 rules alone take 3.8's absolute periods; a period set by hand wins.
+    assert (CFSOptions(kernel="3.10", numa_balancing_kernel="4.4").scan_period_min_ms) == 1000.0
+    assert (CFSOptions(numa_balancing_kernel="3.8").scan_period_min_ms,
+            CFSOptions(numa_balancing_kernel="3.8").scan_period_max_ms) == (100.0, 5000.0)
+    assert CFSOptions(kernel="3.8", scan_period_min_ms=200).scan_period_min_ms == 200.0
+    from pydantic import ValidationError
+    with pytest.raises(ValidationError, match="scan_period_min_ms .10000. must be at most scan_period_max_ms .5000."):
+        CFSOptions(kernel="3.8", scan_period_min_ms=10000)
+
+
 def test_an_option_set_beside_the_kernel_wins_and_6_1_is_the_default():
     o = CFSOptions(kernel="4.18", numa_balancing_kernel="6.1", imbalance_pct_numa=117)
     assert (o.numa_balancing_kernel, o.imbalance_pct_numa, o.numa_imbalance_kernel) == ("6.1", 117, "5.4")

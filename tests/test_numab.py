@@ -458,10 +458,83 @@ def test_a_first_touch_bound_to_one_node_lands_there_and_balancing_moves_it_afte
     assert nb.pages_migrated_bytes > 0 and nb.locality > none.locality + 0.3  # the default policy after it
 
 
-def test_a_first_touch_bound_to_a_node_without_memory_is_refused_with_the_nodes_that_have_some():
+def test_a_first_touch_bound_to_a_node_the_machine_lacks_is_refused_with_the_nodes_it_has():
     import numasim
 
     data = _numa02()
     data["workloads"]["slices"]["touch_nodes"] = [2]
-    with pytest.raises(numasim.ScenarioError, match=r"node 2, which has no memory on this machine \(nodes with memory: 0, 1\)"):
+    with pytest.raises(numasim.ScenarioError, match=r"node 2, which does not exist on this machine \(nodes 0-1\)"):
         numasim.from_dict(data)
+
+
+def test_a_first_touch_bound_under_a_cgroup_or_numactl_policy_keeps_that_policy():
+    # The program's own bind cannot escape a cpuset's mems or numactl's membind: the pod's policy places.
+    data = _numa02()
+    data["workloads"]["slices"].update({"private_touch": "owner", "touch": "threads", "touch_nodes": [1]})
+    data["policies"] = [{"label": "bound", "policy": "numactl", "options": {"cpunodebind": [[0]], "membind": [[0]]}}]
+    res = run_small(data)
+    assert res.run("bound").pods[0].memory_per_node_bytes == [256 * 2**20, 0]
+
+
+def _bare_38(hz: int = 250):
+    """A 3.8-era NumaBalancing on the small machine, its per-thread arrays allocated for 2 threads."""
+    import numasim
+    from numasim.policies.cfs import CFSOptions
+    from numasim.policies.numab import NumaBalancing
+
+    machine = numasim.from_dict(small_scenario()).machine
+    nb = NumaBalancing(machine, CFSOptions(kernel="3.8", numa_balancing=True, hz=hz), np.random.default_rng(0),
+                       [0] * machine.n_nodes, 125)
+    nb._alloc(2, 1)
+    return nb
+
+
+def test_3_8_moves_a_page_only_after_two_faults_in_a_row_from_the_faulting_node():
+    from numasim.policies.numab_faults import ERA_38, faults
+
+    nb = _bare_38()
+    nb.l_tid, nb.l_nid = np.full(1, -1, dtype=np.int64), np.full(1, -1, dtype=np.int64)
+    nb.t_known[:] = True
+    nb._may[:] = True
+    free = np.full(nb.n, 2**40, dtype=np.int64)
+
+    def fault(tid: int, cpu_node: int) -> int:
+        """Thread ``tid`` on ``cpu_node`` faults the one chunk (on node 0); the node it moves to, or -1."""
+        nb._cpu_nid[tid] = cpu_node
+        dst = np.full(1, -2, dtype=np.int64)
+        faults(0, np.array([tid]), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), dst, nb._cpu_nid,
+               nb._may, free, np.zeros(nb.n, dtype=np.bool_), nb.l_tid, nb.l_nid, nb.t_known, nb.t_membuf,
+               nb.t_cpubuf, nb.t_loc, nb.t_seq, nb.t_pref, nb.t_group, nb.g_mem, nb.g_cpu, nb.g_active,
+               0, 0, ERA_38, nb.rate, 0, -1.0)
+        return int(dst[0])
+
+    assert fault(0, 1) == -1  # a first fault never moves the page
+    assert fault(1, 0) == -1  # local
+    assert fault(0, 1) == -1  # the previous fault came from node 0
+    assert fault(0, 1) == 1   # the second in a row from node 1 moves it there
+
+
+def test_3_8_period_grows_ten_jiffies_a_fault_that_moves_nothing_up_to_its_maximum():
+    nb = _bare_38(hz=250)  # 10 jiffies = 40 ms
+    nb.t_period[:] = [100.0, 4990.0]
+    nb._order[:2] = [0, 1]
+    nb._counts[:2] = [3, 2]
+    nb._moves_buf = np.array([[7], [1], [0], [0]], dtype=np.int64)  # one chunk of thread 0 moved
+    nb._period_38(2, 1, 1)
+    assert nb.t_period.tolist() == [100.0 + 2 * 40.0, 5000.0]
+    nb._period_38(1, 0, 512)  # without THP each 4 KiB page of a chunk is a fault
+    assert nb.t_period[0] == 5000.0
+
+
+def test_3_8_period_goes_back_to_its_minimum_each_60_s():
+    # A process whose pages are all local faults without moving anything, so its threads' periods
+    # grow to seconds (one 256 MB scan, 128 faults, every 2-5 s by 40-60 s); the reset at 60 s brings
+    # the scanning task's back to 100 ms, so a second scan follows within the same second.
+    data = _numa02()
+    data["workloads"]["slices"].update({"private_touch": "owner", "touch": "threads"})
+    data.update(duration="75s", sample_interval="1s")
+    data["policies"] = [data["policies"][1]]
+    res = run_small(data)
+    faults = res.run("numab").timeseries["hinting_faults"]
+    assert max(faults[40:59]) == 128 and sum(faults[40:59]) <= 128 * 8
+    assert max(faults[59:63]) >= 256

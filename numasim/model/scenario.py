@@ -315,12 +315,11 @@ def from_dict(data: Any, source: str = "<scenario>", overrides: list[str] | tupl
                 ))
             prof = profiles.get(pod.profile)
             for k, node in enumerate((prof.touch_nodes or []) if prof is not None else []):
-                if node >= machine.n_nodes or machine.node_memory[node] <= 0:
+                if node >= machine.n_nodes:
                     where = f"workloads.{pod.profile}.touch_nodes[{k}]" if pod.profile in spec.workloads else f"pods[{i}].profile"
                     if not any(p.path == where for p in problems):  # (once for the pods that share the workload)
-                        with_memory = ", ".join(str(n) for n in range(machine.n_nodes) if machine.node_memory[n] > 0)
                         problems.append(Problem(where, f"workload {pod.profile!r} binds its first touch to node {node}, which "
-                                                       f"has no memory on this machine (nodes with memory: {with_memory})"))
+                                                       f"does not exist on this machine (nodes 0-{machine.n_nodes - 1})"))
                     break
             if pod.requests is not None and pod.requests.cpu is not None and pod.requests.cpu > pod.cpus:
                 problems.append(Problem(f"pods[{i}].requests.cpu", f"must be <= cpu_limit ({pod.cpus:g}), got {pod.requests.cpu:g}"))

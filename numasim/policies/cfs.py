@@ -43,6 +43,10 @@ _DAY_MS = 86_400_000.0
 
 
 
+# v3.8 kernel/sched/fair.c: sysctl_numa_balancing_scan_period_min = 100, sysctl_numa_balancing_scan_period_max = 100*50 (ms)
+SCAN_PERIODS_38_MS = (100.0, 5000.0)
+
+
 def _version_text(value: object) -> object:
     """A kernel version written as a number (``--set ...=4.4`` reads 4.4 as a float) is read as its text;
     a number loses the trailing zero of 5.10 and 3.10, and 5.1 and 3.1 are no eras, so they read as 5.10 and 3.10."""
@@ -59,21 +63,33 @@ class CFSOptions(PolicyOptions):
         default=None,
         description="a mainline kernel version (\"4.18\", \"5.10\", \"5.15.33\"; a number only with two decimals, "
                     "as 4.18: 5.10 reads as 5.1): sets numa_imbalance_kernel, "
-                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps, scan_period_min_ms, "
-                    "scan_period_max_ms, fully_busy_last and eevdf as that "
+                    "numa_balancing_kernel, imbalance_pct_numa, busy_factor, migrate_rate_limit_mbps, fully_busy_last and eevdf as that "
                     "release had them; any of them set here wins (numasim/policies/kernels.py, docs/model.md)")
 
     @model_validator(mode="before")
     @classmethod
     def _kernel_defaults(cls, data: object) -> object:
-        """``kernel`` fills the era options the scenario does not set itself."""
-        if isinstance(data, dict) and data.get("kernel") is not None:
+        """``kernel`` fills the era options the scenario does not set itself; then the NUMA balancing era
+        in effect fills the scan periods (3.8-3.12's were absolute: 100 ms to 5 s; from 3.13 the time
+        to scan all of a process's memory: 1 s to 60 s, 598f0ec0bc99)."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("kernel") is not None:
             try:
-                derived = kernel_settings(data["kernel"])
+                data = {**kernel_settings(data["kernel"]), **data}
             except ValueError:
                 return data  # the field's own check reports it, at its path
-            return {**derived, **data}
+        era = _version_text(data.get("numa_balancing_kernel", _D["numa_balancing_kernel"]))
+        if era == "3.8":
+            data = {"scan_period_min_ms": SCAN_PERIODS_38_MS[0], "scan_period_max_ms": SCAN_PERIODS_38_MS[1], **data}
         return data
+
+    @model_validator(mode="after")
+    def _scan_period_order(self) -> "CFSOptions":
+        if self.scan_period_min_ms > self.scan_period_max_ms:
+            raise ValueError(f"scan_period_min_ms ({self.scan_period_min_ms:g}) must be at most scan_period_max_ms "
+                             f"({self.scan_period_max_ms:g})")
+        return self
 
     @field_validator("kernel", mode="before")
     @classmethod
@@ -121,8 +137,8 @@ class CFSOptions(PolicyOptions):
                     "counts at most the CPUs the task may use there) (docs/model.md)")
     numa_balancing: bool = Field(default=_D["numa_balancing"], description="automatic NUMA balancing (kernel.numa_balancing=1)")
     scan_delay_ms: float = Field(default=_D["scan_delay_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: delay before a process's first scan")
-    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: shortest scan period (from 3.13 the time to scan all of a process's memory, divided among its 256 MB windows; in the 3.8 era, between two windows)")
-    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: longest scan period (as scan_period_min_ms)")
+    scan_period_min_ms: float = Field(default=_D["scan_period_min_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: shortest scan period (from 3.13 the time to scan all of a process's memory, divided among its 256 MB windows; in the 3.8 era, between two windows, and 100 ms unless set)")
+    scan_period_max_ms: float = Field(default=_D["scan_period_max_ms"], ge=1.0, le=_DAY_MS, description="NUMA balancing: longest scan period (as scan_period_min_ms; 5000 ms in the 3.8 era unless set)")
     scan_size_mb: float = Field(default=_D["scan_size_mb"], ge=0.004, le=1e6, description="NUMA balancing: memory marked per scan")
     thp: bool = Field(default=_D["thp"], description="transparent huge pages: one hinting fault per 2 MiB instead of per 4 KiB")
     fault_us: float = Field(default=_D["fault_us"], ge=0, le=1e6, description="NUMA balancing: CPU cost of one hinting fault")

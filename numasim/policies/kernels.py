@@ -54,9 +54,8 @@ def settings(text: object) -> dict[str, object]:
     # The load balancer: before the v5.5 rework, 3.x-4.10's fork path (4.11-4.16, two loads without the
     # NUMA clause, spread forks as it did) or 4.17-5.4's; v5.5 had the rework without the v5.6 allowance
     # (nearest: 5.10); 5.15.33 on took the 5.18 fork rule without imb_numa_nr.
-    # NUMA balancing: 3.8-3.12 moved pages only (no task placement), with absolute scan periods of
-    # 100 ms to 5 s; 3.13 made them the time to scan the whole address space, 1 s to 60 s (598f0ec0bc99).
-    # Before 3.8 there was none (nearest: 3.8).
+    # NUMA balancing: 3.8-3.12 moved pages only (no task placement; its scan periods follow the era:
+    # CFSOptions); before 3.8 there was none (nearest: 3.8).
     lb = _era(v, _BALANCER)
     if (major, minor) == (5, 15) and (patch is None or patch >= 33):
         lb = "5.15"  # "5.15" alone: the LTS as most of its users run it (5.15.33 on)
@@ -68,8 +67,6 @@ def settings(text: object) -> dict[str, object]:
         "imbalance_pct_numa": 125 if old else 117,
         "busy_factor": 32 if old else 16,
         "migrate_rate_limit_mbps": 1280.0 if v < (4, 19) else None,
-        "scan_period_min_ms": 100.0 if v < (3, 13) else 1000.0,
-        "scan_period_max_ms": 5000.0 if v < (3, 13) else 60000.0,
         "eevdf": v >= (6, 6),
         "fully_busy_last": v >= (6, 5),
     }

@@ -228,13 +228,13 @@ class TaskMoves:
         """migrate_degrades_locality: would this load-balancer move hurt a placed task?
 
         In v3.13 the check was a scheduler feature off by default (``NUMA_RESIST_LOWER``):
-        the ``3.13`` era never resists. The v4 series folded it into an always-on check (the
+        the ``3.13`` era never resists, nor does ``3.8``, which had no task placement. The v4 series folded it into an always-on check (the
         ``4.4`` and ``6.1`` eras): a move off the preferred node degrades locality.
         Simplified: the kernel says so only while the source runqueue holds a task that is
         not on its own preferred node (``nr_running > nr_preferred_running``); the model
         always does (docs/model.md).
         """
-        if self.o.numa_balancing_kernel == "3.13":
+        if self.o.numa_balancing_kernel in ("3.8", "3.13"):  # (3.8 has no preferred node to resist for)
             return False
         pref = self.preferred(tid)
         if pref < 0:

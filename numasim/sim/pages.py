@@ -24,6 +24,15 @@ __all__ = ["PageRuntime"]
 MIGRATION_STEP_NS = 100_000_000  # page copies are applied in 100 ms steps
 
 
+def touch_policy(pod: PodInstance) -> MemPolicy:
+    """The policy a pod's first touch runs under: its workload's bind (``touch_nodes``: the program's own
+    set_mempolicy) where the pod runs under the default policy; otherwise the pod's policy (a numactl
+    policy, a cgroup's cpuset.mems or a VM's home node), which the program's bind does not escape."""
+    bound = pod.profile.touch_nodes
+    mp = pod.mempolicy
+    return MemPolicy("bind", tuple(bound)) if bound is not None and mp.kind == "local" else mp
+
+
 class PageRuntime:
     def _touch(self, tid: int, nbytes: float) -> None:
         """Thread ``tid`` first-touches the next ``nbytes`` of its plan (each region in turn) from the node it
@@ -34,8 +43,7 @@ class PageRuntime:
         if pod.status != "running":
             return
         by = pod.profile.private_touch
-        bound = pod.profile.touch_nodes
-        policy = pod.mempolicy if bound is None else MemPolicy("bind", tuple(bound))
+        policy = touch_policy(pod)
         plan = self._plan[tid]
         for j in range(0, 2 * PLAN_ENTRIES, 2):
             rid, want = int(plan[j]), int(plan[j + 1])
@@ -85,7 +93,7 @@ class PageRuntime:
         col[:] = 0
         mp = pod.mempolicy
         col[POL_LOCAL] = mp.kind == "local" or (mp.kind == "preferred" and not mp.nodes)
-        if pod.status != "running" or pod.profile.private_touch != "owner" or pod.profile.touch_nodes is not None \
+        if pod.status != "running" or pod.profile.private_touch != "owner" or touch_policy(pod) is not mp \
                 or (mp.kind == "interleave" and mp.nodes):
             col[POL_KIND] = FT_PYTHON
         elif mp.kind == "preferred" and mp.nodes:
