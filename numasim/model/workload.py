@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from .spec import Cpu, Duration, Size, Spec, Text
 
 __all__ = ["WorkloadProfile", "RequestSpec", "PodSpec", "Resources"]
@@ -158,6 +158,11 @@ class WorkloadProfile(Spec):
         default=1.0, ge=0, le=2**20, description="cache contents a thread must reload after it moves to another core"
     )
     sources: dict[Text, Text] = Field(default_factory=dict, description="where each parameter comes from")
+
+    @field_validator("touch_nodes")
+    @classmethod
+    def _distinct_nodes(cls, nodes: list[int] | None) -> list[int] | None:
+        return None if nodes is None else sorted(set(nodes))  # a node named twice is one node
 
     @model_validator(mode="after")
     def _check_private(self) -> "WorkloadProfile":
