@@ -538,3 +538,19 @@ def test_3_8_period_goes_back_to_its_minimum_each_60_s():
     faults = res.run("numab").timeseries["hinting_faults"]
     assert max(faults[40:59]) == 128 and sum(faults[40:59]) <= 128 * 8
     assert max(faults[59:63]) >= 256
+
+
+def test_a_first_touch_bound_to_a_remote_node_takes_longer_than_a_local_one():
+    # What the touch costs follows where its pages go: four threads on node 0 clearing 4 GiB bound to
+    # node 1 write across the link, at the remote latency, and start their work later.
+    def work_starts(nodes: list[int]) -> int:
+        data = small_scenario(
+            workloads={"w": {"base": "stream", "touch": "threads", "touch_gbps": 8.0, "touch_nodes": nodes}},
+            pods=[{"name": "p", "threads": 4, "memory": "4GiB", "profile": "w"}],
+            policies=[{"label": "n0", "policy": "numactl", "options": {"cpunodebind": [[0]], "membind": None}}],
+            duration="1s", warmup="0s", sample_interval="10ms")
+        run = run_small(data).run("n0")
+        assert run.pods[0].memory_per_node_bytes[nodes[0]] == 4 * 2**30
+        return next(i for i, x in enumerate(run.timeseries["throughput"]) if x)
+
+    assert work_starts([1]) > 1.1 * work_starts([0])

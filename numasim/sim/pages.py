@@ -92,8 +92,9 @@ class PageRuntime:
         col = self._pol[:, pod.index]
         col[:] = 0
         mp = pod.mempolicy
-        col[POL_LOCAL] = mp.kind == "local" or (mp.kind == "preferred" and not mp.nodes)
-        if pod.status != "running" or pod.profile.private_touch != "owner" or touch_policy(pod) is not mp \
+        tp = touch_policy(pod)  # (what the touch costs follows it too: Rates._touch_target)
+        col[POL_LOCAL] = tp.kind == "local" or (tp.kind == "preferred" and not tp.nodes)
+        if pod.status != "running" or pod.profile.private_touch != "owner" or tp is not mp \
                 or (mp.kind == "interleave" and mp.nodes):
             col[POL_KIND] = FT_PYTHON
         elif mp.kind == "preferred" and mp.nodes:

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 
 from . import core, layout
 from .firsttouch import POL_LOCAL
+from .pages import touch_policy
 from .fixed_point import access_rows
 from .perf import LINE, RateInputs, solve_rates, thread_latency
 from .state import TOUCH, WORK
@@ -79,7 +80,8 @@ class Rates:
         return acc
 
     def _touch_target(self, tids: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Where the pages a touching thread allocates go (rows sum to 1), by memory policy."""
+        """Where the pages a touching thread allocates go (rows sum to 1), by the policy its touch runs under
+        (:func:`numasim.sim.pages.touch_policy`: the pod's, or a bind the workload's program sets)."""
         m = self.machine
         out = np.zeros((tids.size, m.n_nodes))
         local = self._pol[POL_LOCAL, self._I[layout.I_POD, tids]] != 0
@@ -88,7 +90,7 @@ class Rates:
         for i in np.flatnonzero(~local).tolist():
             tid = int(tids[i])
             node = self._cpu_node[self.t_cpu[tid]]
-            mp = self.pods[self.t_pod[tid]].mempolicy
+            mp = touch_policy(self.pods[self.t_pod[tid]])
             if mp.kind == "interleave":
                 weights = np.asarray(mp.weights or [1] * len(mp.nodes), dtype=float)
                 out[i, list(mp.nodes)] = weights / weights.sum()
