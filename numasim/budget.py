@@ -237,11 +237,14 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
 
 
 def _cpuset_ids(options, n_cpus: int) -> int:
-    """CPU ids in the distinct cpulists of a policy's ``cpus`` option (taskset's), each a set every simulation
-    keeps (a list written twice is one set); 0 for a policy without one."""
+    """CPU ids in the distinct cpulists of a policy's ``cpus`` option (taskset's) or ``physcpubind``
+    (numactl's), each a set every simulation keeps (a list written twice is one set); 0 for a policy
+    without one."""
     from .model.cpulist import distinct_cpulists
 
     cpus = getattr(options, "cpus", None)
+    if not isinstance(cpus, list):
+        cpus = getattr(options, "physcpubind", None)
     if not isinstance(cpus, list):
         return 0
     try:

@@ -281,6 +281,11 @@ def test_numactl_preferred_node_that_does_not_exist(tmp_path, capsys, machine):
                  "node 7 does not exist", f"nodes are 0-{machine.n_nodes - 1}")
 
 
+def test_numactl_physcpubind_cpu_that_does_not_exist(tmp_path, capsys, machine):
+    path = scenario(tmp_path, with_options(1, {"physcpubind": ["0-3", f"2-{machine.n_cpus}"]}))
+    expect_error(capsys, ["validate", path], path, "policies[1].options.physcpubind[1]", str(machine.n_cpus))
+
+
 def test_numactl_two_memory_policies(tmp_path, capsys):
     path = scenario(tmp_path, with_options(1, {"membind": [[0]], "interleave": "all"}))
     expect_error(capsys, ["validate", path], path, "policies[1].options",

@@ -1003,7 +1003,7 @@ def test_cpulists_that_repeat_are_bounded(monkeypatch):
     n = machine.n_cpus
     opts = taskset.TasksetOptions(cpus=[f"0-{n - 1}"] * 20_000)
     assert taskset.Taskset.check(opts, machine, []) == []  # the same list 20,000 times: one set, checked once
-    assert len({id(c) for c in taskset._cpusets(opts.cpus, n)}) == 1  # and kept once
+    assert len({id(c) for c in taskset.cpusets(opts.cpus, n)}) == 1  # and kept once
     monkeypatch.setattr(taskset, "MAX_CPUSET_IDS", 3 * n)
     distinct = taskset.TasksetOptions(cpus=[f"0-{n - 1}", f"0-{n - 1}:1", f"{n - 1},0-{n - 2}", f"0-{n - 1},0"])
     problems = taskset.Taskset.check(distinct, machine, [])

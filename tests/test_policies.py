@@ -165,6 +165,38 @@ def test_taskset_cpulists_resolve_through_numbering():
     assert res.run("ts").pods[0].placement["nodes"] == [0]
 
 
+def test_numactl_physcpubind_pins_each_pod_to_its_cpulist_and_binds_memory_to_their_nodes():
+    # Block numbering: CPUs 0-3 are node 0, 4-7 node 1. Pod 0 gets "5-6" (node 1), pod 1 "0,2" (node 0).
+    data = small_scenario(policies=[{"label": "c", "policy": "numactl", "options": {"physcpubind": ["5-6", "0,2"]}}])
+    data["machine"]["cpu_numbering"] = "block"
+    run = run_small(data).run("c")
+    assert [p.placement["cpus"] for p in run.pods] == [[5, 6], [0, 2]]
+    assert [p.placement["nodes"] for p in run.pods] == [[1], [0]]
+    # membind 'auto' binds each pod's memory to the nodes of its CPUs: all of it there, all local
+    assert [np.flatnonzero(p.memory_per_node_bytes).tolist() for p in run.pods] == [[1], [0]]
+    assert all(p.locality == pytest.approx(1.0) for p in run.pods)
+    assert all(p.cross_node_migrations == 0 for p in run.pods)
+
+
+def test_numactl_physcpubind_with_memory_bound_elsewhere_is_all_remote():
+    data = small_scenario(policies=[{"label": "c", "policy": "numactl",
+                                     "options": {"physcpubind": ["0-3"], "membind": [[1]]}}])
+    data["machine"]["cpu_numbering"] = "block"
+    run = run_small(data).run("c")
+    assert all(p.placement["nodes"] == [0] for p in run.pods)
+    assert all(np.flatnonzero(p.memory_per_node_bytes).tolist() == [1] for p in run.pods)
+    assert all(p.locality == pytest.approx(0.0, abs=1e-9) for p in run.pods)
+
+
+def test_numactl_takes_cpunodebind_or_physcpubind_not_both():
+    from numasim.policies.numactl import NumactlOptions
+
+    assert NumactlOptions(physcpubind=["0-3"]).cpunodebind is None  # giving physcpubind turns the default off
+    assert NumactlOptions().cpunodebind == "auto" and NumactlOptions().physcpubind is None
+    with pytest.raises(ValueError, match="cpunodebind or physcpubind, not both"):
+        NumactlOptions(physcpubind=["0-3"], cpunodebind=[[0]])
+
+
 def test_esxi_splits_a_wide_vm_and_interleaves_its_memory():
     data = small_scenario(
         pods=[{"name": "wide", "threads": 6, "memory": "2GiB", "profile": "java"}],

@@ -1,12 +1,14 @@
 """numactl (policy ``numactl``): CPU and memory binding per pod, then CFS.
 
-``--cpunodebind`` restricts a pod's threads to the CPUs of some nodes;
+``--cpunodebind`` restricts a pod's threads to the CPUs of some nodes, or
+``--physcpubind`` to a list of OS CPU ids (``"0-7"``, as taskset's);
 ``--membind`` allocates only from some nodes (failing when they are full),
 ``--preferred`` tries one node first, ``--interleave`` spreads pages
 round-robin (numactl(8)). Nodes are given per pod (lists cycled over the
 pods in arrival order) or chosen by the ``auto`` packing rule: the fewest
 nodes whose cores and memory hold the pod, least committed first (committed
-CPUs per core, then most free memory, then lowest node id). Scheduling
+CPUs per core, then most free memory, then lowest node id); with
+``--physcpubind``, ``auto`` means the nodes of the pod's CPUs. Scheduling
 inside the allowed CPUs is CFS.
 """
 
@@ -21,6 +23,7 @@ from pydantic import Field, StrictInt, model_validator
 from ..errors import Problem
 from .api import Admission, MemPolicy
 from .cfs import CFS, CFSOptions
+from .taskset import check_cpulists, cpusets
 
 if TYPE_CHECKING:
     from .api import PodView, View
@@ -35,8 +38,13 @@ class NumactlOptions(CFSOptions):
 
     cpunodebind: Literal["auto"] | NodeLists | None = Field(
         default="auto", description="--cpunodebind: 'auto', or node lists cycled over the pods ([[0], [1]]); null: none")
+    physcpubind: list[str | StrictInt | list[StrictInt]] | None = Field(
+        default=None,
+        description="--physcpubind (-C): cpulists of OS CPU ids ('0-7', '0-42:2'), cycled over the pods, instead of "
+                    "cpunodebind (giving it turns cpunodebind's default off); null: none")
     membind: Literal["auto"] | NodeLists | None = Field(
-        default="auto", description="--membind: 'auto' (the cpunodebind nodes), or node lists; null: none")
+        default="auto", description="--membind: 'auto' (the cpunodebind nodes, or those of the physcpubind CPUs), "
+                                    "or node lists; null: none")
     preferred: Literal["auto"] | list[StrictInt] | None = Field(
         default=None, description="--preferred: 'auto' or a node per pod, cycled")
     interleave: Literal["all", "auto"] | NodeLists | None = Field(
@@ -57,6 +65,8 @@ class NumactlOptions(CFSOptions):
     def _one_memory_policy(cls, data: Any) -> Any:
         if isinstance(data, dict) and ("preferred" in data or "interleave" in data) and "membind" not in data:
             data = {**data, "membind": None}
+        if isinstance(data, dict) and data.get("physcpubind") is not None and "cpunodebind" not in data:
+            data = {**data, "cpunodebind": None}
         return data
 
     @model_validator(mode="after")
@@ -72,6 +82,10 @@ class NumactlOptions(CFSOptions):
             val = getattr(self, key)
             if isinstance(val, list) and (not val or any(not nodes for nodes in val)):
                 raise ValueError(f"{key}: every entry must be a non-empty list of node ids")
+        if self.physcpubind is not None and self.cpunodebind is not None:
+            raise ValueError("give cpunodebind or physcpubind, not both (numactl binds a process's CPUs one way)")
+        if self.physcpubind == []:
+            raise ValueError("physcpubind: give at least one cpulist ('0-7'), cycled over the pods")
         if self.preferred == []:
             raise ValueError("preferred: give at least one node id (a node per pod, cycled), or 'auto'")
         return self
@@ -134,12 +148,15 @@ class Numactl(CFS):
         super().__init__(options, machine, rng)
         self.packer = NodePacker(machine)
         self._count = 0
+        self.cpusets = cpusets(options.physcpubind, machine.n_cpus) if options.physcpubind is not None else None
 
     @classmethod
     def check(cls, options, machine, pods) -> list[Problem]:
         out: list[Problem] = []
         for key in ("cpunodebind", "membind", "preferred", "interleave"):
             out += _check_nodes(getattr(options, key), key, machine)
+        if options.physcpubind is not None:
+            out += check_cpulists(options.physcpubind, machine.n_cpus, "physcpubind")
         for node in options.interleave_weights or {}:
             if not 0 <= node < machine.n_nodes:
                 out.append(Problem(f"interleave_weights.{node}", f"node {node} does not exist; nodes are 0-{machine.n_nodes - 1}"))
@@ -149,7 +166,13 @@ class Numactl(CFS):
         o = self.options
         k = self._count
         self._count += 1
-        auto = self.packer.choose(pod.cpus, pod.memory) if "auto" in (o.cpunodebind, o.membind, o.preferred, o.interleave) else ()
+        wants_auto = "auto" in (o.cpunodebind, o.membind, o.preferred, o.interleave)
+        cpus = None
+        if self.cpusets is not None:  # --physcpubind: 'auto' is the nodes of the pod's CPUs
+            cpus = self.cpusets[k % len(self.cpusets)]
+            auto = tuple(sorted({int(self.machine.cpu_node[c]) for c in cpus}))
+        else:
+            auto = self.packer.choose(pod.cpus, pod.memory) if wants_auto else ()
 
         def pick(value):
             if value == "auto":
@@ -161,11 +184,10 @@ class Numactl(CFS):
                 return tuple(item) if isinstance(item, list) else (item,)
             return None
 
-        cpu_nodes = pick(o.cpunodebind)
-        affinity = None
-        if cpu_nodes:
+        cpu_nodes = auto if cpus is not None else pick(o.cpunodebind)
+        if cpus is None and cpu_nodes:
             cpus = self.machine.cpus_of_nodes(cpu_nodes)
-            affinity = tuple(cpus for _ in pod.tids)
+        affinity = tuple(cpus for _ in pod.tids) if cpus else None
         if o.membind is not None:
             mp = MemPolicy("bind", pick(o.membind), numa_balancing=o.balancing)
         elif o.preferred is not None:
@@ -176,4 +198,7 @@ class Numactl(CFS):
             mp = MemPolicy("interleave", nodes, weights)
         else:
             mp = MemPolicy()
-        return Admission(affinity=affinity, mempolicy=mp, info={"nodes": list(cpu_nodes or ())})
+        info = {"nodes": list(cpu_nodes or ())}
+        if self.cpusets is not None:
+            info["cpus"] = sorted(cpus)
+        return Admission(affinity=affinity, mempolicy=mp, info=info)

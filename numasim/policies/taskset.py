@@ -23,15 +23,36 @@ from .cfs import CFS, CFSOptions
 if TYPE_CHECKING:
     from .api import PodView, View
 
-__all__ = ["Taskset", "TasksetOptions"]
+__all__ = ["Taskset", "TasksetOptions", "check_cpulists", "cpusets"]
 
 MAX_CPUSET_IDS = 4_000_000  # CPU ids of the distinct cpulists, each a set kept in every simulation
 
 
-def _cpusets(cpus, n_cpus: int) -> list[frozenset[int]]:
+def cpusets(cpus, n_cpus: int) -> list[frozenset[int]]:
     """Each cpulist's CPU ids; a cpulist written twice is one set, shared."""
     sets = distinct_cpulists(cpus, n_cpus)
     return [sets[repr(c)] for c in cpus]
+
+
+def check_cpulists(cpus, n_cpus: int, key: str) -> list[Problem]:
+    """Problems with an option's cpulists (``key[i]``): ids outside the machine, bad syntax, too many ids in all."""
+    out = []
+    sets: dict[str, frozenset[int]] = {}
+    held = 0
+    for i, c in enumerate(cpus):
+        if repr(c) in sets:
+            continue
+        try:
+            sets[repr(c)] = parse_cpulist(c, n_cpus)
+        except ValueError as exc:
+            sets[repr(c)] = frozenset()
+            out.append(Problem(f"{key}[{i}]", str(exc)))
+        held += len(sets[repr(c)])
+        if held > MAX_CPUSET_IDS:
+            out.append(Problem(f"{key}[{i}]", f"the distinct cpulists up to here hold more than {MAX_CPUSET_IDS:,} "
+                                              "CPU ids in all, each kept in every simulation; use fewer or shorter ones"))
+            break
+    return out
 
 
 class TasksetOptions(CFSOptions):
@@ -52,30 +73,14 @@ class Taskset(CFS):
 
     def __init__(self, options: TasksetOptions, machine, rng):
         super().__init__(options, machine, rng)
-        self.cpusets = _cpusets(options.cpus, machine.n_cpus)
+        self.cpusets = cpusets(options.cpus, machine.n_cpus)
         self._count = 0
         self._pending: list[tuple[tuple[int, ...], frozenset[int]]] = []
         self._applied = options.at == 0
 
     @classmethod
     def check(cls, options, machine, pods) -> list[Problem]:
-        out = []
-        sets: dict[str, frozenset[int]] = {}
-        held = 0
-        for i, c in enumerate(options.cpus):
-            if repr(c) in sets:
-                continue
-            try:
-                sets[repr(c)] = parse_cpulist(c, machine.n_cpus)
-            except ValueError as exc:
-                sets[repr(c)] = frozenset()
-                out.append(Problem(f"cpus[{i}]", str(exc)))
-            held += len(sets[repr(c)])
-            if held > MAX_CPUSET_IDS:
-                out.append(Problem(f"cpus[{i}]", f"the distinct cpulists up to here hold more than {MAX_CPUSET_IDS:,} "
-                                                 "CPU ids in all, each kept in every simulation; use fewer or shorter ones"))
-                break
-        return out
+        return check_cpulists(options.cpus, machine.n_cpus, "cpus")
 
     def admit(self, pod: "PodView", sim: "View") -> Admission:
         cpus = self.cpusets[self._count % len(self.cpusets)]
