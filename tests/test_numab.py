@@ -231,12 +231,27 @@ def _bound(options: dict, threads: int = 8) -> dict:
 
 
 def test_numa_balancing_leaves_an_explicit_memory_policy_alone():
-    # mpol_misplaced acts only with MPOL_F_MOF: pages of a policy set with set_mempolicy/mbind
-    # never move, though their hinting faults still count.
+    # Only memory whose policy has MPOL_F_MOF is balanced: from 3.13 task_numa_work does not even
+    # scan a policy set with set_mempolicy/mbind (vma_policy_mof), so it takes no hinting faults.
     pref = run_small(_bound({"cpunodebind": [[0]], "preferred": [1]}, threads=4)).run("n")
-    assert pref.locality == 0.0 and pref.pages_migrated_bytes == 0 and pref.hinting_faults > 0
+    assert pref.locality == 0.0 and pref.pages_migrated_bytes == 0 and pref.hinting_faults == 0
     inter = run_small(_bound({"cpunodebind": [[0]], "interleave": [[0, 1]]}, threads=4)).run("n")
     assert inter.locality == pytest.approx(0.5, abs=0.02) and inter.pages_migrated_bytes == 0
+    assert inter.hinting_faults == 0
+    # 3.8-3.12 scanned it: the faults were taken (and cost), but mpol_misplaced never moved a page.
+    old = run_small(_bound({"cpunodebind": [[0]], "preferred": [1], "kernel": "3.8"}, threads=4)).run("n")
+    assert old.locality == 0.0 and old.pages_migrated_bytes == 0 and old.hinting_faults > 0
+
+
+def test_memory_bound_explicitly_gives_no_task_placement_toward_it():
+    # The threads may run anywhere, their memory is bound to node 1: without hinting faults (no
+    # MPOL_F_MOF) NUMA balancing learns no preferred node and moves no task toward node 1, where
+    # with MPOL_F_NUMA_BALANCING (numactl --balancing) its faults do.
+    free = {"cpunodebind": None, "membind": [[1]], "kernel": "4.18"}
+    plain = run_small(_bound(free, threads=3)).run("n")
+    assert plain.hinting_faults == 0 and plain.numa_task_moves == 0
+    opted = run_small(_bound({**free, "balancing": True}, threads=3)).run("n")
+    assert opted.hinting_faults > 0 and opted.numa_task_moves > 0 and opted.locality > plain.locality + 0.1
 
 
 def test_a_bind_policy_opts_in_with_numactl_balancing():

@@ -268,6 +268,13 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
 
     # --------------------------------------------------------------- scan
     def _scan(self, proc: int, members, mm: _Mm, sim: "View", miss, alive, free: np.ndarray) -> list[Decision]:
+        mp = sim.pods[int(sim.thread_pod[members[0]])].mempolicy  # (a process's threads are one pod's)
+        if not mp.migrates and self.era != ERA_38:
+            # task_numa_work skips a VMA whose policy lacks MPOL_F_MOF (vma_policy_mof; commit fc3147245d19,
+            # "mm: numa: Limit NUMA scanning to migrate-on-fault VMAs", from 3.13): memory the user bound,
+            # preferred or interleaved explicitly takes no hinting faults, so it gives the task no fault
+            # statistics, no preferred node and no task placement. 3.8-3.12 scanned it (and never moved it).
+            return []
         self._last(sim.process_regions(proc))
         budget = max(1, int(self.o.scan_size_mb * 2**20 // CHUNK))
         marked = self._next_chunks(mm, proc, sim, budget) if self.o.numa_balancing else self._next_slow(mm, proc, sim, budget)
@@ -289,7 +296,6 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
         # Nothing the scan decides applies before the tick ends: each thread's node and its memory
         # policy are the same at each of its faults; free memory is the tick's account (``free``),
         # which each migration decided updates.
-        mp = sim.pods[int(sim.thread_pod[tids[0]])].mempolicy  # (a process's threads are one pod's)
         self._may[tids] = self._may_move_to(mp, self._cpu_nid[tids])
         # Who faults each chunk: its owner for private memory (none if it died); for shared memory one
         # of the process's threads, in proportion to its misses (none if no thread misses).
@@ -440,7 +446,8 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
     def _may_move(mp, cpu_nid: int) -> bool:
         """mpol_misplaced: only memory whose policy ``mp`` lets NUMA balancing act (the default policy, or
         a bind with MPOL_F_NUMA_BALANCING / a cpuset) moves, and a bound page only to a node it is bound to.
-        The fault still counts in the task's statistics."""
+        The fault still counts in the task's statistics (from 3.13 only such memory is scanned at all:
+        :meth:`_scan`)."""
         return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
     @staticmethod
