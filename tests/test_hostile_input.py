@@ -1048,6 +1048,23 @@ def test_the_estimate_counts_the_cpusets_a_policy_keeps():
     assert distinct - one == pytest.approx((2 * (n - 1) - 1) * CPUSET_BYTES_PER_ID)
 
 
+def test_the_estimate_counts_numactl_physcpubind_sets_as_tasksets():
+    from numasim.budget import CPUSET_BYTES_PER_ID
+
+    def memory(policy, key, cpus):
+        data = copy.deepcopy(BASE)
+        data["policies"] = [{"label": "t", "policy": policy, "options": {key: cpus}}]
+        data["baseline"] = "t"
+        s = from_dict(data)
+        return estimate(s, list(s.variants), None, False).run_memory_bytes
+
+    n = from_dict(copy.deepcopy(BASE)).machine.n_cpus
+    lists = [[0, k] for k in range(1, n)]
+    grown = memory("numactl", "physcpubind", lists) - memory("numactl", "physcpubind", ["0"])
+    assert grown == pytest.approx((2 * (n - 1) - 1) * CPUSET_BYTES_PER_ID)  # 2 ids a set against 1
+    assert grown == pytest.approx(memory("taskset", "cpus", lists) - memory("taskset", "cpus", ["0"]))
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
 def test_a_named_pipe_nobody_writes_to_is_read_as_empty_not_waited_on(tmp_path):
     import subprocess

@@ -88,7 +88,9 @@ class MemPolicy:
     6.9) node ``nodes[k]`` takes ``weights[k]`` pages in each round.
 
     ``numa_balancing``: whether NUMA balancing may move the memory toward the CPUs
-    that use it (``mpol_misplaced`` acts only with ``MPOL_F_MOF``/``MPOL_F_MORON``).
+    that use it (``mpol_misplaced`` acts only with ``MPOL_F_MOF``/``MPOL_F_MORON``), and,
+    from Linux 3.13, whether it scans the memory at all: memory it may not move takes no
+    hinting faults, so it gives its task no fault statistics and no task placement.
     None, the kernel's rule: yes for the default local policy, no for a policy set
     explicitly with set_mempolicy(2) or mbind(2) (numactl). True for ``bind`` is
     ``MPOL_F_NUMA_BALANCING`` (numactl --balancing, Linux 5.12+), or a cgroup's

@@ -8,7 +8,9 @@ kept and simplified. In short:
   its last turn, finding the gate open, marks the next ``scan_size`` bytes of its
   process's present memory (in address order: the shared heap, then each thread's
   private memory) and moves the gate by its scan period. A full pass over the
-  memory increments the process's scan sequence.
+  memory increments the process's scan sequence. From 3.13 memory whose policy
+  lacks ``MPOL_F_MOF`` (numactl's bind, preferred or interleave without
+  ``balancing``) is not scanned (``vma_policy_mof``).
 * **Hinting faults.** Every marked chunk (2 MiB, a transparent huge page) is
   faulted by the next thread that touches it: its owner for private memory, else a
   thread of the process chosen in proportion to its DRAM miss rate. A fault costs the
@@ -446,8 +448,7 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
     def _may_move(mp, cpu_nid: int) -> bool:
         """mpol_misplaced: only memory whose policy ``mp`` lets NUMA balancing act (the default policy, or
         a bind with MPOL_F_NUMA_BALANCING / a cpuset) moves, and a bound page only to a node it is bound to.
-        The fault still counts in the task's statistics (from 3.13 only such memory is scanned at all:
-        :meth:`_scan`)."""
+        (From 3.13 other memory takes no faults at all, :meth:`_scan`; in the 3.8 era its faults count.)"""
         return mp.migrates and (mp.kind != "bind" or cpu_nid in mp.nodes)
 
     @staticmethod

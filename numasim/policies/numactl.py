@@ -23,6 +23,7 @@ from pydantic import Field, StrictInt, model_validator
 from ..errors import Problem
 from .api import Admission, MemPolicy
 from .cfs import CFS, CFSOptions
+from .kernels import _parse
 from .taskset import check_cpulists, cpusets
 
 if TYPE_CHECKING:
@@ -39,14 +40,16 @@ class NumactlOptions(CFSOptions):
     cpunodebind: Literal["auto"] | NodeLists | None = Field(
         default="auto", description="--cpunodebind: 'auto', or node lists cycled over the pods ([[0], [1]]); null: none")
     physcpubind: list[str | StrictInt | list[StrictInt]] | None = Field(
-        default=None,
+        default=None, min_length=1,
         description="--physcpubind (-C): cpulists of OS CPU ids ('0-7', '0-42:2'), cycled over the pods, instead of "
                     "cpunodebind (giving it turns cpunodebind's default off); null: none")
     membind: Literal["auto"] | NodeLists | None = Field(
         default="auto", description="--membind: 'auto' (the cpunodebind nodes, or those of the physcpubind CPUs), "
-                                    "or node lists; null: none")
+                                    "or node lists; null: none. Unlike the numactl command, the default binds memory "
+                                    "too; NUMA balancing (Linux 3.13+) neither scans nor moves memory placed by "
+                                    "membind, preferred or interleave, unless balancing is set")
     preferred: Literal["auto"] | list[StrictInt] | None = Field(
-        default=None, description="--preferred: 'auto' or a node per pod, cycled")
+        default=None, description="--preferred: 'auto' (the first of the pod's nodes) or a node per pod, cycled")
     interleave: Literal["all", "auto"] | NodeLists | None = Field(
         default=None, description="--interleave: 'all', 'auto' or node lists")
     interleave_weights: dict[StrictInt, Annotated[int, Field(ge=1, le=255)]] | None = Field(
@@ -78,14 +81,15 @@ class NumactlOptions(CFSOptions):
             raise ValueError(f"give at most one of membind, preferred and interleave, got {', '.join(given)}")
         if self.balancing and self.membind is None:
             raise ValueError("balancing needs membind (numactl --balancing applies to --membind only)")
+        if self.balancing and self.kernel is not None and _parse(self.kernel)[:2] < (5, 12):
+            raise ValueError(f"balancing (numactl --balancing, MPOL_F_NUMA_BALANCING) needs Linux 5.12 or later; "
+                             f"kernel is {self.kernel}")
         for key in ("cpunodebind", "membind", "interleave"):
             val = getattr(self, key)
             if isinstance(val, list) and (not val or any(not nodes for nodes in val)):
                 raise ValueError(f"{key}: every entry must be a non-empty list of node ids")
         if self.physcpubind is not None and self.cpunodebind is not None:
             raise ValueError("give cpunodebind or physcpubind, not both (numactl binds a process's CPUs one way)")
-        if self.physcpubind == []:
-            raise ValueError("physcpubind: give at least one cpulist ('0-7'), cycled over the pods")
         if self.preferred == []:
             raise ValueError("preferred: give at least one node id (a node per pod, cycled), or 'auto'")
         return self
@@ -138,10 +142,10 @@ def _check_nodes(value: Any, key: str, machine) -> list[Problem]:
 
 
 class Numactl(CFS):
-    """numactl --cpunodebind/--membind (or --preferred/--interleave), then CFS."""
+    """numactl --cpunodebind or --physcpubind, and --membind (or --preferred/--interleave), then CFS."""
 
     name = "numactl"
-    description = "numactl binding of each pod's CPUs and memory to nodes, then CFS"
+    description = "numactl binding of each pod's CPUs (to nodes or to a cpulist) and memory (to nodes), then CFS"
     Options = NumactlOptions
 
     def __init__(self, options: NumactlOptions, machine, rng):
