@@ -272,6 +272,13 @@ def test_memory_bound_explicitly_gives_no_task_placement_toward_it():
     assert opted.hinting_faults > 0 and opted.numa_task_moves > 0 and opted.locality > plain.locality + 0.1
 
 
+def test_a_run_says_when_numa_balancing_scans_nothing():
+    res = run_small(_bound({"cpunodebind": None, "membind": [[1]]}, threads=2))
+    assert any("NUMA balancing is on but took no hinting fault" in w for w in res.warnings())
+    res = run_small(_bound({"cpunodebind": None, "membind": [[1]], "balancing": True}, threads=2))
+    assert not any("took no hinting fault" in w for w in res.warnings())
+
+
 def test_numactl_balancing_needs_a_kernel_that_has_it():
     import numasim
 

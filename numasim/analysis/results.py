@@ -150,6 +150,14 @@ class RunResult:
                 out.append(f"{r.label}: throughput is still {'rising' if tr[0] > 0 else 'falling'} when the run ends: "
                            f"{tr[0]:+.1%} from {start:g} s to the end (the first seed's time series; slope "
                            f"p = {tr[1]:.2g}): steady state is not reached (a longer duration)")
+        policies = (((self.scenario or {}).get("provenance") or {}).get("scenario") or {}).get("policies") or []
+        balancing = {p.get("label") or p.get("policy"): any((p.get("options") or {}).get(k) for k in (
+            "numa_balancing", "numa_balancing_tiering")) for p in policies if isinstance(p, dict)}
+        for r in self.runs:
+            if balancing.get(r.label) and r.hinting_faults == 0:
+                out.append(f"{r.label}: NUMA balancing is on but took no hinting fault in the window: from Linux 3.13 "
+                           "it does not scan memory placed with numactl membind, preferred or interleave (unless "
+                           "balancing: true), and it starts scanning only scan_delay_ms after a process starts")
         return out
 
     @classmethod
