@@ -188,6 +188,18 @@ def test_numactl_physcpubind_with_memory_bound_elsewhere_is_all_remote():
     assert all(p.locality == pytest.approx(0.0, abs=1e-9) for p in run.pods)
 
 
+def test_numactl_physcpubind_of_a_nodes_cpus_is_cpunodebind_of_that_node():
+    # Metamorphic: binding to node 1's CPUs one by one, or to node 1, is the same binding.
+    data = small_scenario(policies=[
+        {"label": "cpus", "policy": "numactl", "options": {"physcpubind": ["4-7"]}},
+        {"label": "node", "policy": "numactl", "options": {"cpunodebind": [[1]]}}])
+    data["machine"]["cpu_numbering"] = "block"
+    res = run_small(data)
+    a, b = res.run("cpus"), res.run("node")
+    assert a.throughput == b.throughput and a.locality == b.locality
+    assert [p.memory_per_node_bytes for p in a.pods] == [p.memory_per_node_bytes for p in b.pods]
+
+
 def test_numactl_takes_cpunodebind_or_physcpubind_not_both():
     from numasim.policies.numactl import NumactlOptions
 

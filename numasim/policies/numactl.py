@@ -8,7 +8,8 @@ round-robin (numactl(8)). Nodes are given per pod (lists cycled over the
 pods in arrival order) or chosen by the ``auto`` packing rule: the fewest
 nodes whose cores and memory hold the pod, least committed first (committed
 CPUs per core, then most free memory, then lowest node id); with
-``--physcpubind``, ``auto`` means the nodes of the pod's CPUs. Scheduling
+``--physcpubind``, ``auto`` means the nodes of the pod's CPUs, and with
+``--cpunodebind`` nodes given, those nodes. Scheduling
 inside the allowed CPUs is CFS.
 """
 
@@ -175,6 +176,9 @@ class Numactl(CFS):
         if self.cpusets is not None:  # --physcpubind: 'auto' is the nodes of the pod's CPUs
             cpus = self.cpusets[k % len(self.cpusets)]
             auto = tuple(sorted({int(self.machine.cpu_node[c]) for c in cpus}))
+        elif isinstance(o.cpunodebind, list):  # nodes given: 'auto' memory is on them
+            item = o.cpunodebind[k % len(o.cpunodebind)]
+            auto = tuple(item) if isinstance(item, list) else (item,)
         else:
             auto = self.packer.choose(pod.cpus, pod.memory) if wants_auto else ()
 
