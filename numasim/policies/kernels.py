@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["settings", "version_text"]
+__all__ = ["settings", "version", "version_text"]
 
 _VERSION = re.compile(r"^([2-9])\.([0-9]{1,2})(?:\.([0-9]{1,3}))?$")
 
@@ -39,6 +39,12 @@ _NUMA_BALANCING = [((3, 13), "3.8"), ((3, 15), "3.13"), ((4, 19), "4.4"), ((5, 7
 
 def _era(v: tuple[int, int, int], table: list[tuple[tuple[int, int] | None, str]]) -> str:
     return next(name for end, name in table if end is None or v < end)
+
+
+def version(value: object) -> tuple[int, int, int]:
+    """The (major, minor, patch) ``value`` names (patch 0 when not given); ValueError if it names none."""
+    major, minor, patch = _parse(value)
+    return major, minor, patch or 0
 
 
 def version_text(value: object) -> str:

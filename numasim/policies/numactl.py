@@ -24,7 +24,7 @@ from pydantic import Field, StrictInt, model_validator
 from ..errors import Problem
 from .api import Admission, MemPolicy
 from .cfs import CFS, CFSOptions
-from .kernels import _parse
+from .kernels import version
 from .taskset import check_cpulists, cpusets
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class NumactlOptions(CFSOptions):
             raise ValueError(f"give at most one of membind, preferred and interleave, got {', '.join(given)}")
         if self.balancing and self.membind is None:
             raise ValueError("balancing needs membind (numactl --balancing applies to --membind only)")
-        if self.balancing and self.kernel is not None and _parse(self.kernel)[:2] < (5, 12):
+        if self.balancing and self.kernel is not None and version(self.kernel) < (5, 12, 0):
             raise ValueError(f"balancing (numactl --balancing, MPOL_F_NUMA_BALANCING) needs Linux 5.12 or later; "
                              f"kernel is {self.kernel}")
         for key in ("cpunodebind", "membind", "interleave"):
