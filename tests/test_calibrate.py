@@ -19,14 +19,16 @@ def _data() -> dict:
 
 
 def test_a_known_parameter_is_recovered_from_its_own_prediction():
-    truth = _data()
-    truth["workloads"]["java"]["llc_misses_per_op"] = 3000
+    # CFS's placement makes one seed's ratio a rough function of the misses (which CPUs, and so which
+    # memory, a moved thread lands on); the mean of 3 seeds is smooth enough to invert.
+    data = {**_data(), "replications": 3}
+    truth = {**data, "workloads": {"java": {**data["workloads"]["java"], "llc_misses_per_op": 3000}}}
     target = numasim.run(numasim.from_dict(truth), workers=1, quiet=True, with_sla=False).relative("numactl")
-    res = numasim.calibrate(_data(), {"workloads.java.llc_misses_per_op": (500.0, 6000.0)},
+    res = numasim.calibrate(data, {"workloads.java.llc_misses_per_op": (500.0, 6000.0)},
                             [("numactl", "relative_throughput", target)], workers=1)
     (fitted,) = res.fitted.values()
     assert res.targets[0]["predicted"] == pytest.approx(target, rel=0.01)
-    # CFS's placement makes the ratio a slightly rough function of the misses: the fit lands near, not on, 3000.
+    # The fit lands near, not on, 3000.
     assert 2400 < fitted < 3700
     assert res.evaluations <= 40 and res.overrides() == [f"workloads.java.llc_misses_per_op={fitted:.6g}"]
 

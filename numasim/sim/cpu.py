@@ -17,6 +17,7 @@ from ..policies.api import LeastLoaded, Policy, PullOne, WakeAffine
 from ..policies.rules import check_packed
 from .decisions import _real
 from .memory import CHUNK
+from .perf import LINE
 
 # A policy's time slice: 1 us (a context switch costs about 2) to 10 s (the kernel's sysctl allowed 1 s).
 MIN_SLICE_NS, MAX_SLICE_NS = 1_000, 10_000_000_000
@@ -134,7 +135,9 @@ class CpuRuntime:
             elif code == layout.NEEDS_DRAWS:
                 self._refill_draws()
             elif code == layout.NEEDS_XMOVE:
-                self._set_tau(np.array([ctl[layout.TID]]))
+                tid = ctl[layout.TID]
+                self._set_tau(np.array([tid]))
+                self._refill_where_the_data_is(tid)
                 self._dirty = True
             elif code == layout.NEEDS_SLICES:
                 self._slices_for(ctl[layout.CPU])
@@ -142,6 +145,19 @@ class CpuRuntime:
                 self._touch_step(ctl[layout.TID])
             elif code == layout.NEEDS_QUEUE:
                 self._grow_queues()
+
+    def _refill_where_the_data_is(self, tid: int) -> None:
+        """A thread moved across nodes reloads its footprint from where its memory is: the compiled
+        charge (:func:`numasim.sim.events.charge_move`) priced it at the new node's local latency;
+        the difference to the thread's own miss latency there (its memory's mix, set by the
+        :meth:`_set_tau` just done) is added to what it owes."""
+        cpu, old = self.t_cpu[tid], self._ctlv[layout.PREV]
+        extra = float(self.r_latency[tid]) - float(self._CF[layout.CF_LAT, cpu])
+        if extra > 0.0:
+            foot = self._F[layout.F_FOOT, tid]
+            if self._cpu_llc[old] == self._cpu_llc[cpu]:  # one LLC over both nodes (SNC): only the L2 is lost
+                foot = min(foot, self._scratch.kf[layout.K_L2])
+            self._F[layout.F_DEBT, tid] += (foot / LINE) * extra / max(self._F[layout.F_MLP, tid], 1.0)
 
     def _block(self, tid: int) -> None:
         """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the policy for work."""
