@@ -602,3 +602,23 @@ def test_a_first_touch_bound_to_a_remote_node_takes_longer_than_a_local_one():
         return next(i for i, x in enumerate(run.timeseries["throughput"]) if x)
 
     assert work_starts([1]) > 1.1 * work_starts([0])
+
+
+def test_a_thread_moved_away_from_its_memory_refills_its_cache_at_the_remote_latency():
+    # One compute-bound thread (no DRAM misses, so only the refill after its move differs) with a
+    # large cache footprint, its memory first touched on node 0 or node 1, moved to node 1 at 1 s:
+    # refilling from node 0 (remote) costs more of the window than refilling from node 1.
+    def run(node: int) -> float:
+        data = small_scenario(
+            workloads={"w": {"base": "cpu-bound", "cycles_per_op": 1000, "cache_footprint_mib": 512.0,
+                             "touch_gbps": 50.0, "touch_nodes": [node]}},
+            pods=[{"name": "p", "threads": 1, "memory": "64MiB", "profile": "w"}],
+            policies=[{"label": "t", "policy": "taskset", "options": {"cpus": ["4"], "at": "1s"}}],
+            duration="3s", warmup="500ms")
+        data["machine"]["cpu_numbering"] = "block"
+        run = run_small(data).run("t")
+        assert run.cross_node_migrations == 1
+        return run.throughput
+
+    away, toward = run(0), run(1)
+    assert away < toward * 0.995
