@@ -330,7 +330,9 @@ def charge_move(F, I, CF, CI, kf, s, ctl, tid, old, cpu):
     """Record a move of ``tid`` from CPU ``old`` to ``cpu`` (into the move log) and charge the cache
     refill it costs: within one LLC only the private caches (up to the L2) are lost, across LLCs
     the whole footprint, reloaded at the destination node's loaded latency. Across nodes the
-    thread's CPU is set and 1 returned: its time per operation changes (the caller's)."""
+    thread's CPU is set and 1 returned: its time per operation changes (the caller's), and the
+    caller prices the refill at the thread's own memory latency there
+    (``CpuRuntime._refill_where_the_data_is``)."""
     foot = F[F_FOOT, tid]
     if CI[CI_LLC, old] == CI[CI_LLC, cpu]:
         foot = min(foot, kf[K_L2])
