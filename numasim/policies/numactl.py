@@ -171,26 +171,27 @@ class Numactl(CFS):
         o = self.options
         k = self._count
         self._count += 1
-        wants_auto = "auto" in (o.cpunodebind, o.membind, o.preferred, o.interleave)
+        def listed(value):  # this pod's entry of a list cycled over the pods
+            item = value[k % len(value)]
+            return tuple(item) if isinstance(item, list) else (item,)
+
         cpus = None
         if self.cpusets is not None:  # --physcpubind: 'auto' is the nodes of the pod's CPUs
             cpus = self.cpusets[k % len(self.cpusets)]
             auto = tuple(sorted({int(self.machine.cpu_node[c]) for c in cpus}))
         elif isinstance(o.cpunodebind, list):  # nodes given: 'auto' memory is on them
-            item = o.cpunodebind[k % len(o.cpunodebind)]
-            auto = tuple(item) if isinstance(item, list) else (item,)
+            auto = listed(o.cpunodebind)
+        elif "auto" in (o.cpunodebind, o.membind, o.preferred, o.interleave):
+            auto = self.packer.choose(pod.cpus, pod.memory)
         else:
-            auto = self.packer.choose(pod.cpus, pod.memory) if wants_auto else ()
+            auto = ()
 
         def pick(value):
             if value == "auto":
                 return auto
             if value == "all":  # every node with memory, CPU-less ones included, as numactl --interleave=all
                 return tuple(range(self.machine.n_nodes))
-            if isinstance(value, list):
-                item = value[k % len(value)]
-                return tuple(item) if isinstance(item, list) else (item,)
-            return None
+            return listed(value) if isinstance(value, list) else None
 
         cpu_nodes = auto if cpus is not None else pick(o.cpunodebind)
         if cpus is None and cpu_nodes:
