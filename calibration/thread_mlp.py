@@ -41,7 +41,7 @@ CALIBRATIONS: list[tuple[str, float, float, dict]] = [
     ("epyc-7763-nps1", 21.56, 0.0, {"local_latency_ns": 108.0}),
     ("sapphirerapids-8480", 12.5, 0.0, {"local_latency_ns": 129.3}),
     ("epyc-7351-2s", 20.0, 0.0, {}),
-    ("r810-e7-4807", 5.0, 1 / 3, {"local_latency_ns": 160.0}),
+    ("r810-e7-4807", 5.0, 1 / 3, {"local_latency_ns": 160.0, "memory_bandwidth_gbps": 25.6}),
 ]
 
 

@@ -75,21 +75,36 @@ def test_cli_reads_measurements_writes_the_fit_and_refuses_bad_targets(tmp_path,
     assert "replicas" in capsys.readouterr().err  # an end of the range that is not a valid scenario
 
 
-def _thread_mlp_module():
+def _calibration_module(name: str = "thread_mlp"):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "calibration" / "thread_mlp.py"
-    spec = importlib.util.spec_from_file_location("thread_mlp_calibration", path)
+    path = Path(__file__).resolve().parents[1] / "calibration" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_calibration", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def test_the_r810_bandwidth_still_zeroes_what_numa01_zeroed():
+    # r810-e7-4807's memory bandwidth is calibrated on autonumabench NUMA01 without balancing (not a
+    # validation case); the autonumabench R810 cases add the same harness seconds to their elapsed times.
+    from numasim import validation
+    from numasim.model.presets import load_preset
+
+    fit = _calibration_module("r810_bandwidth")
+    target = fit.ZEROED_BYTES / (fit.ELAPSED_S - fit.HARNESS_S) / 1e9
+    assert fit.zeroing_gbps(load_preset("machines", "r810-e7-4807")["memory_bandwidth_gbps"]) == \
+        pytest.approx(target, rel=0.01)
+    assert fit.zeroing_gbps(25.6) > 2 * target  # the derived peak it replaced was far from what the host moved
+    r810 = [c for c in validation.load_cases() if c.id.startswith("autonumabench-") and c.id.endswith("-r810")]
+    assert len(r810) == 3 and {c.elapsed.harness_s for c in r810} == {fit.HARNESS_S}
+
+
 def test_each_presets_lines_in_flight_still_move_their_published_bandwidth():
     # thread_mlp is calibrated (docs/validation.md): if the model's latency or rate solve changes,
     # the preset's value no longer reproduces the figure it was fitted on, and must be fitted again.
-    for preset, published, got in _thread_mlp_module().check():
+    for preset, published, got in _calibration_module().check():
         assert got == pytest.approx(published, rel=0.015), preset
     # Presets with the same core take the same value.
     from numasim.model.presets import load_preset

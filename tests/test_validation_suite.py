@@ -33,6 +33,25 @@ def test_a_write_mix_case_gives_the_closed_form_of_the_model():
     assert res.direction_ok  # less than 1, as published
 
 
+def test_an_elapsed_time_case_adds_its_harness_and_common_phase():
+    # A published ratio of elapsed times of fixed work: T(side) = harness + common ops at common_at's
+    # throughput + the work at the side's own; the ratio is T(denominator) / T(numerator).
+    (case,) = validation.load_cases(["autonumabench-numa01-threadlocal-numab-vs-none-r810"])
+    e = case.elapsed
+    assert e.common_at == case.denominator and e.harness_s > 0 and e.common_ops > 0
+    num, den = 4e8, 1e8
+    t_den = e.harness_s + e.common_ops / den + e.ops / den
+    t_num = e.harness_s + e.common_ops / den + e.ops / num
+    assert case.ratio(num, den) == pytest.approx(t_den / t_num)
+    assert 1 < case.ratio(num, den) < num / den  # parts both sides share draw the ratio towards 1
+    # The common phase runs at the denominator's throughput whichever side is faster.
+    assert case.ratio(den, num) == pytest.approx((e.harness_s + e.common_ops / num + e.ops / num)
+                                                 / (e.harness_s + e.common_ops / num + e.ops / den))
+    bare = case.model_copy(update={"elapsed": validation.Elapsed(ops=e.ops)})
+    assert bare.ratio(num, den) == pytest.approx(num / den)  # nothing shared: the throughput ratio
+    assert case.model_copy(update={"elapsed": None}).ratio(num, den) == num / den
+
+
 def test_cli_writes_the_documented_json_and_exits_by_the_bands(tmp_path, capsys):
     out = tmp_path / "v.json"
     code = main(["validation", "--only", "mlc-3to1-vs-reads-clx", "--only", "mlc-2to1-vs-reads-hsw",
@@ -111,6 +130,16 @@ def test_a_bad_case_of_your_own_names_its_file_and_fields(tmp_path, capsys):
     bad.write_text(yaml.safe_dump(data), encoding="utf-8")
     assert main(["validation", "--case", str(bad)]) == 2
     assert "numerator: no variant 'nope'" in capsys.readouterr().err
+    for elapsed, metric, says in (({"ops": 1e9, "common_ops": 1e8}, "throughput", "common_ops needs common_at"),
+                                  ({"ops": 1e9, "common_ops": 1e8, "common_at": "nope"}, "throughput",
+                                   "elapsed.common_at is 'nope'"),
+                                  ({"ops": 1e9}, "locality", "give metric throughput"),
+                                  ({"ops": -1}, "throughput", "elapsed.ops")):
+        data = yaml.safe_load(scenario)
+        data.update(elapsed=elapsed, metric=metric)
+        bad.write_text(yaml.safe_dump(data), encoding="utf-8")
+        assert main(["validation", "--case", str(bad)]) == 2
+        assert says in capsys.readouterr().err, says
     twin = _own_case(tmp_path, id="mlc-3to1-vs-reads-clx")
     assert main(["validation", "--case", str(twin), "--only", "mlc-3to1-vs-reads-clx"]) == 2
     assert "also in the shipped suite" in capsys.readouterr().err

@@ -31,10 +31,38 @@ from ..model.spec import Spec, Text
 from ..model.yamlfile import read_yaml
 from ..policies.registry import plugin_files
 
-__all__ = ["Case", "CaseResult", "load_case_file", "load_cases", "run_suite", "suite_json"]
+__all__ = ["Case", "CaseResult", "Elapsed", "load_case_file", "load_cases", "run_suite", "suite_json"]
 
 Mechanism = Literal["pinning", "bandwidth", "writes", "mlp", "smt", "coherence", "interconnect", "tiers",
                     "virtualisation", "load-balancing", "numa-balancing"]
+
+
+class Elapsed(Spec):
+    """A published ratio of elapsed times of a fixed amount of work: the time of each side is
+    ``harness_s + common_ops / throughput(common_at) + ops / throughput(side)``, and the ratio is the
+    denominator's time over the numerator's (a throughput-like ratio, as every case's)."""
+
+    ops: float = Field(gt=0, le=1e18, description="operations of the timed program's work, each side at its own "
+                                                    "simulated mean throughput (all pods together)")
+    common_ops: float = Field(default=0.0, ge=0, le=1e18,
+                              description="operations of a phase the compared setting does not change (a first "
+                                          "clearing under a bind), on both sides at common_at's throughput")
+    common_at: str | None = Field(default=None, description="label of the variant (numerator or denominator) "
+                                                            "whose throughput the common phase runs at")
+    harness_s: float = Field(default=0.0, ge=0, le=1e6,
+                             description="seconds the published times hold outside the simulated program, the same "
+                                         "on both sides (a build, a plot): assumed, with its estimate in notes")
+
+    @model_validator(mode="after")
+    def _common_needs_its_rate(self) -> "Elapsed":
+        if self.common_ops > 0 and self.common_at is None:
+            raise ValueError("common_ops needs common_at: the label of the variant whose throughput that phase "
+                             "runs at")
+        return self
+
+    def time_s(self, throughput: float, common_throughput: float) -> float:
+        common = self.common_ops / common_throughput if self.common_ops else 0.0
+        return self.harness_s + common + self.ops / throughput
 
 
 class Case(Spec):
@@ -52,6 +80,8 @@ class Case(Spec):
     fitted: Text = Field(default="", max_length=2000, description="parameters fitted on published results, and on which")
     notes: Text = Field(default="", max_length=4000)
     metric: Literal["throughput", "memory_gbps", "locality"] = "throughput"
+    elapsed: Elapsed | None = Field(default=None, description="the published figure is a ratio of elapsed times "
+                                                                "of a fixed amount of work (metric throughput)")
     scenario: dict[str, Any]
     numerator: str = Field(description="label of the variant on top of the ratio")
     denominator: str = Field(description="label of the variant below")
@@ -64,7 +94,21 @@ class Case(Spec):
         if self.numerator == self.denominator:
             raise ValueError(f"numerator and denominator are both {self.numerator!r}: a ratio of two variants "
                              "needs two labels")
+        if self.elapsed is not None:
+            if self.metric != "throughput":
+                raise ValueError(f"elapsed times come from throughput, not {self.metric}: give metric throughput")
+            at = self.elapsed.common_at
+            if at is not None and at not in (self.numerator, self.denominator):
+                raise ValueError(f"elapsed.common_at is {at!r}: it must be the numerator ({self.numerator!r}) or "
+                                 f"the denominator ({self.denominator!r})")
         return self
+
+    def ratio(self, num: float, den: float) -> float:
+        """The predicted ratio from the two sides' metrics (elapsed times where the figure is one)."""
+        if self.elapsed is None:
+            return num / den
+        common = num if self.elapsed.common_at == self.numerator else den
+        return self.elapsed.time_s(den, common) / self.elapsed.time_s(num, common)
 
     def plugin_files(self) -> tuple[str, ...]:
         """The source files of the case's policies outside numasim (inputs of the run, never its outputs)."""
@@ -191,7 +235,7 @@ def _measure(case: Case) -> tuple[float, float]:
 
 
 def _result(case: Case, num: float, den: float) -> CaseResult:
-    predicted = num / den
+    predicted = case.ratio(num, den)
     error = 100.0 * (predicted - case.published) / case.published
     # Direction: on the same side of 1 as the published ratio (a published tie: a predicted tie, within the band).
     if abs(case.published - 1.0) * 100 <= case.band_pct:
