@@ -58,6 +58,8 @@ def main() -> None:
     a = ap.parse_args()
     target = ZEROED_BYTES / (ELAPSED_S - a.harness_s) / 1e9
     lo, hi = 2.0, 25.6
+    if not zeroing_gbps(lo) < target <= zeroing_gbps(hi):
+        raise SystemExit(f"the target {target:.3f} GB/s is outside what {lo} to {hi} GB/s a node give in the model")
     for _ in range(30):  # the zeroing rate rises with the bandwidth: bisect on a log scale
         mid = (lo * hi) ** 0.5
         if zeroing_gbps(mid) < target:

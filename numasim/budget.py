@@ -345,6 +345,8 @@ def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share
         per_s += EVENTS_PER_REQUEST * req.rate_per_s  # arrivals, whether or not the threads keep up
     if pr.pause_interval_ms is not None:
         per_s += 2.0 * (threads + 1) / max(pr.pause_interval_ms / 1e3, 1e-9)  # every thread blocks and wakes
+    if pr.restart_interval_ms is not None:
+        per_s += 2.0 * threads / max(pr.restart_interval_ms / 1e3, 1e-9)  # every worker ends and starts anew
     return per_s
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import numpy as np
 import pytest
 
 import numasim
@@ -53,3 +54,16 @@ OVERCOMMITTED = dict(
 
 def run_small(data: dict[str, Any], **kw: Any) -> numasim.RunResult:
     return numasim.run(numasim.from_dict(data), **kw)
+
+
+def simulate(data: dict[str, Any], variant: int = 0):
+    """The simulation of a scenario's variant (the first by default), run, for a look at its state."""
+    from numasim.runner import build_pods
+    from numasim.sim.kernel import Simulation
+
+    sc = numasim.from_dict(data)
+    v = sc.variants[variant]
+    sim = Simulation(sc.machine_of(v), build_pods(sc, v), v.policy(v.options, sc.machine_of(v), np.random.default_rng(1)),
+                     sc.spec.duration, sc.spec.warmup, sc.spec.sample_interval, rng=np.random.default_rng(2))
+    sim.run()
+    return sim

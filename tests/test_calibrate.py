@@ -97,8 +97,8 @@ def test_the_r810_bandwidth_still_zeroes_what_numa01_zeroed():
     assert fit.zeroing_gbps(load_preset("machines", "r810-e7-4807")["memory_bandwidth_gbps"]) == \
         pytest.approx(target, rel=0.01)
     assert fit.zeroing_gbps(25.6) > 2 * target  # the derived peak it replaced was far from what the host moved
-    r810 = [c for c in validation.load_cases() if c.id.startswith("autonumabench-") and c.id.endswith("-r810")]
-    assert len(r810) == 3 and {c.elapsed.harness_s for c in r810} == {fit.HARNESS_S}
+    r810 = [c for c in validation.load_cases() if c.elapsed is not None and c.scenario["machine"] == "r810-e7-4807"]
+    assert r810 and {c.elapsed.harness_s for c in r810} == {fit.HARNESS_S}
 
 
 def test_each_presets_lines_in_flight_still_move_their_published_bandwidth():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import run_small, small_scenario
-from .test_processes import _simulation
+from .conftest import run_small, simulate, small_scenario
+
 
 # Compute-bound threads that never block on requests and pause 10 ms every 100 ms.
 BUSY = {"cycles_per_op": 2000, "llc_misses_per_op": 0, "shared_fraction": 1.0, "touch_gbps": 8.0,
@@ -45,7 +45,7 @@ def test_collector_threads_run_only_in_pauses_and_do_no_operations():
 
 
 def test_collector_threads_sleep_between_pauses():
-    sim = _simulation(_one_pod({**BUSY, "gc_threads": 3}))
+    sim = simulate(_one_pod({**BUSY, "gc_threads": 3}))
     helpers = sim.proc_helpers[0]
     assert helpers == (2, 3, 4) and sim.pods[0].tids == (0, 1)  # numbered after every pod's workers
     assert sim.view.processes == ((0, (0, 1, 2, 3, 4)),)
@@ -72,13 +72,13 @@ def test_collector_threads_count_against_the_cpu_quota():
 def test_collector_threads_follow_their_workers_cpus():
     # taskset applied late: the workers' new CPUs carry the collector along.
     pol = [{"label": "late", "policy": "taskset", "options": {"cpus": ["0-3"], "at": "2s"}}]
-    sim = _simulation(_one_pod({**BUSY, "gc_threads": 2}, policies=pol))
+    sim = simulate(_one_pod({**BUSY, "gc_threads": 2}, policies=pol))
     for h in sim.proc_helpers[0]:
         assert sim.t_affinity[h] == frozenset(range(4))
         assert sim.t_cpu[h] in range(4)
     # numactl from the start: the collector starts in the bound nodes' CPUs.
     pol = [{"label": "bound", "policy": "numactl", "options": {"cpunodebind": [[1]], "membind": [[1]]}}]
-    sim = _simulation(_one_pod({**BUSY, "gc_threads": 2}, policies=pol))
+    sim = simulate(_one_pod({**BUSY, "gc_threads": 2}, policies=pol))
     node1 = frozenset(c for c in range(8) if sim.machine.cpu_node[c] == 1)
     for h in sim.proc_helpers[0]:
         assert sim.t_affinity[h] == node1 and sim.t_cpu[h] in node1
@@ -121,7 +121,7 @@ def test_a_failed_pod_takes_its_collector_threads_with_it():
     pol = [{"label": "bound", "policy": "numactl", "options": {"cpunodebind": [[0]], "membind": [[0]]}}]
     data = _one_pod({**BUSY, "gc_threads": 2, "touch": "work", "touch_gbps": 40.0}, policies=pol)
     data["pods"][0]["memory"] = "24GiB"  # node 0 has 16
-    sim = _simulation(data)
+    sim = simulate(data)
     assert sim.pods[0].status == "failed"
     from numasim.sim.state import DEAD
     assert all(not sim.t_active[t] and sim.t_phase[t] == DEAD for t in sim.pods[0].all_tids)

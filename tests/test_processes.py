@@ -7,7 +7,7 @@ import pytest
 
 import numasim
 
-from .conftest import run_small, small_scenario
+from .conftest import run_small, simulate, small_scenario
 
 PRIVATE = {"cycles_per_op": 2000, "llc_misses_per_op": 10, "mlp": 2.0, "shared_fraction": 0.0,
            "touch_gbps": 8.0, "cache_footprint_mib": 0.1, "requests": {"mode": "closed", "ops": 200, "think_ms": 0.2}}
@@ -35,23 +35,8 @@ def test_coherence_stays_within_a_process():
     assert run_small(_pod(writer, 1)).run("cfs").throughput < 0.95 * alone
 
 
-def _simulation(data: dict):
-    """The simulation of a scenario's first variant, run, for a look at its state."""
-    import numpy as np
-
-    from numasim.runner import build_pods
-    from numasim.sim.kernel import Simulation
-
-    sc = numasim.from_dict(data)
-    v = sc.variants[0]
-    sim = Simulation(sc.machine_of(v), build_pods(sc, v), v.policy(v.options, sc.machine_of(v), np.random.default_rng(1)),
-                     sc.spec.duration, sc.spec.warmup, sc.spec.sample_interval, rng=np.random.default_rng(2))
-    sim.run()
-    return sim
-
-
 def test_each_process_has_its_own_address_space():
-    sim = _simulation(_pod({**PRIVATE, "shared_fraction": 0.5, "pause_interval_ms": 50, "pause_ms": 5}, 2))
+    sim = simulate(_pod({**PRIVATE, "shared_fraction": 0.5, "pause_interval_ms": 50, "pause_ms": 5}, 2))
     view = sim.view
     assert view.processes == ((0, (0, 1, 2)), (0, (3, 4, 5)))
     assert list(view.thread_process) == [0, 0, 0, 1, 1, 1]
@@ -65,7 +50,7 @@ def test_numa_balancing_groups_threads_by_process():
     data = _pod({**PRIVATE, "shared_fraction": 1.0, "requests": None}, 2, threads=8,
                 policies=[{"label": "nb", "policy": "cfs", "options": {"numa_balancing": True}}])
     data["duration"], data["warmup"] = "4s", "3s"
-    sim = _simulation(data)
+    sim = simulate(data)
     groups = sim.policy.numab.groups
     assert set(groups) <= {0, 1} and groups  # one group per process that shared pages
     for proc, g in groups.items():

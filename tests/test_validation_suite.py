@@ -47,6 +47,9 @@ def test_an_elapsed_time_case_adds_its_harness_and_common_phase():
     # The common phase runs at the denominator's throughput whichever side is faster.
     assert case.ratio(den, num) == pytest.approx((e.harness_s + e.common_ops / num + e.ops / num)
                                                  / (e.harness_s + e.common_ops / num + e.ops / den))
+    other = case.model_copy(update={"elapsed": e.model_copy(update={"common_at": case.numerator})})
+    assert other.ratio(num, den) == pytest.approx((e.harness_s + e.common_ops / num + e.ops / den)
+                                                  / (e.harness_s + e.common_ops / num + e.ops / num))
     bare = case.model_copy(update={"elapsed": validation.Elapsed(ops=e.ops)})
     assert bare.ratio(num, den) == pytest.approx(num / den)  # nothing shared: the throughput ratio
     assert case.model_copy(update={"elapsed": None}).ratio(num, den) == num / den
@@ -134,6 +137,7 @@ def test_a_bad_case_of_your_own_names_its_file_and_fields(tmp_path, capsys):
                                   ({"ops": 1e9, "common_ops": 1e8, "common_at": "nope"}, "throughput",
                                    "elapsed.common_at is 'nope'"),
                                   ({"ops": 1e9}, "locality", "give metric throughput"),
+                                  ({"ops": 1e9, "common_at": "mix"}, "throughput", "common_ops is 0"),
                                   ({"ops": -1}, "throughput", "elapsed.ops")):
         data = yaml.safe_load(scenario)
         data.update(elapsed=elapsed, metric=metric)

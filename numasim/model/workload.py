@@ -146,6 +146,14 @@ class WorkloadProfile(Spec):
         description="mean time between stop-the-world pauses in which all of a pod's threads block at once (a JVM's GC safepoints); none: no pauses",
     )
     pause_ms: float = Field(default=20.0, gt=0, le=1e6, description="mean length of a stop-the-world pause")
+    restart_interval_ms: float | None = Field(
+        default=None, gt=0, le=1e9,
+        description="every this long, each process's worker threads end and new threads take their places (a "
+                    "benchmark that starts its threads anew at each measurement point, as SPECjbb2005 does): each "
+                    "new thread is placed as a new thread by the policy, starts with a cold cache and with no "
+                    "NUMA-balancing statistics, and takes over its predecessor's memory and work; none: threads "
+                    "live for the whole run (docs/model.md, Threads started anew)",
+    )
     gc_threads: int | None = Field(
         default=None, ge=0, le=1024,
         description="threads of each process's parallel collector (a JVM's ParallelGCThreads): they sleep, and run "

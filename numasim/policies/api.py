@@ -345,6 +345,10 @@ class Policy(ABC):
     def place(self, tid: int, sim: "View") -> int:
         """Choose the CPU for thread ``tid`` (new, or displaced by an affinity change)."""
 
+    def restarted(self, tid: int, sim: "View") -> None:
+        """Thread ``tid`` ended and a new thread takes its place (the workload's ``restart_interval_ms``):
+        forget what the policy keeps about the old one. :meth:`place` is asked for the new one's CPU next."""
+
     def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
         """Choose the CPU for thread ``tid`` waking up (it last ran on ``sim.thread_cpu[tid]``).
 

@@ -257,6 +257,10 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         self._started = True
         return self.find_dst_cpu(start, nr, allowed, fork)
 
+    def restarted(self, tid: int, sim: "View") -> None:
+        if self.numab is not None:
+            self.numab.forget(tid)
+
     def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
         """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling (:mod:`.rules`)."""
         nr = sim.nr_running

@@ -170,6 +170,36 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
             self.t_order = np.append(self.t_order, tid)
         return self.tasks[tid]
 
+    def forget(self, tid: int) -> None:
+        """Thread ``tid`` exited and a new one takes its id: ``task_numa_free`` takes the old task's faults
+        out of its group's and leaves the group; the new task starts as ``init_numa_balancing`` starts a
+        thread (no faults, no preferred node, no group, the scan delay as its period). Its process's scan
+        state (the mm's) and the pages' last faults stay: a page the old task faulted last counts as the
+        new one's own (the kernel's cpupid would name another pid; 3.8 keeps only the node)."""
+        if self.t_pref is None:
+            return  # nothing known yet: the arrays come at the first tick
+        task = self.tasks.pop(tid, None)
+        if task is not None:
+            proc = self.group_of.pop(tid, None)
+            g = self.groups.get(proc) if proc is not None else None
+            if g is not None and tid in g.tasks:
+                g.tasks.discard(tid)
+                g.mem -= task.mem.sum(axis=1)
+                g.cpu -= task.cpu.sum(axis=1)
+                g.total -= task.total
+            self.t_order = self.t_order[self.t_order != tid]
+        self.t_known[tid] = False
+        self.t_group[tid] = -1
+        self.t_pref[tid] = -1
+        self.t_seq[tid] = 0
+        self.t_retry[tid] = 0
+        self.t_period[tid] = 0.0
+        self.t_own[tid] = 0.0
+        self.t_total[tid] = 0.0
+        self.t_membuf[tid] = 0.0
+        self.t_cpubuf[tid] = 0.0
+        self.t_loc[tid] = 0.0
+
     def _last(self, regions) -> None:
         """Room for the last faults of the chunks of ``regions`` not seen yet (-1: none); each region's
         owner and first slot (``r_owner``, ``r_last``)."""

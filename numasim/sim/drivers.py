@@ -14,6 +14,7 @@ from ..errors import PolicyError
 from . import arrivals, layout
 from .arrivals import interarrival
 from .layout import STREAM_ARRIVALS, STREAM_PAUSES, STREAM_PICKS, STREAM_PULL  # noqa: F401 (named here for tests)
+from .perf import LINE
 from .quota import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -92,6 +93,9 @@ class Drivers:
         if prof.pause_interval_ms is not None:
             for members in pod.procs:  # each process (JVM) collects on its own
                 self.env.process(self._pauses(pod, members))
+        if prof.restart_interval_ms is not None:
+            for members in pod.procs:
+                self.env.process(self._restarts(pod, members))
 
         if adm.cpu_quota is not None:
             if adm.cpu_quota < len(pod.all_tids):  # otherwise the limit can never bind
@@ -232,6 +236,50 @@ class Drivers:
                 self.p_req_mode[tid] = 2
             if pod.status == "running" and p not in self._injecting:
                 self._start_arrivals(p)
+
+    def _restarts(self, pod: PodInstance, members: tuple[int, ...]):
+        """Every ``restart_interval_ms`` the process's workers end and new threads take their places
+        (docs/model.md, Threads started anew). The ones working (not touching their memory first, not in
+        a pause, not waiting for a request) are taken off their CPUs at once; then each, in order, is
+        forgotten by the policy (``Policy.restarted``) and placed as a new thread (``Policy.place``:
+        the first from where it ran, the others forked from the pod's first thread), and starts with a
+        cold cache: it reloads its footprint at its own miss latency there. A thread in its think time
+        is placed the same way and wakes there when the think time ends."""
+        interval = max(int(pod.profile.restart_interval_ms * 1e6), 1)
+        while True:
+            yield self.env.timeout(interval)
+            if pod.status != "running":
+                return
+            ready = [t for t in members if self.t_phase[t] == WORK and not self.t_paused[t] and not self.t_waiting[t]]
+            running = set()
+            for tid in ready:
+                self._release_hold(tid)
+                if self.t_active[tid]:
+                    running.add(tid)
+                    self._block(tid)
+            for k, tid in enumerate(ready):
+                self.policy.restarted(tid, self.view)
+                if k:
+                    self._set_cpu(tid, -1)  # a new thread: place() forks it from the pod's first thread
+                cpu = self._id(self.policy.place(tid, self.view), "place()'s CPU", "place")
+                self._check_place(tid, cpu, "place")
+                self._set_cpu(tid, cpu)
+                self._log_place(self.env.now, tid, cpu)
+                if tid not in running:
+                    continue
+                if self.q_throttled[self.t_pod[tid]]:
+                    self.t_held[tid] = True
+                    self._held_from[tid] = self.now
+                    continue
+                self._integrate(self._on_cpus([cpu]))
+                self._set_tau(np.array([tid]))
+                foot = self._F[layout.F_FOOT, tid]  # a cold cache: the whole footprint at its own latency
+                self._F[layout.F_DEBT, tid] += (foot / LINE) * float(self.r_latency[tid]) / max(self._F[layout.F_MLP, tid], 1.0)
+                self.t_last[tid] = self.now
+                self._enqueue(tid, cpu)
+                self._update_cpus([cpu], integrated=True)
+                self._dirty = True
+                self._reschedule((tid,))
 
     def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
         """Stop-the-world pauses (a JVM's safepoints): every thread of one process blocks at once."""

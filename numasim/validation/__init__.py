@@ -58,6 +58,9 @@ class Elapsed(Spec):
         if self.common_ops > 0 and self.common_at is None:
             raise ValueError("common_ops needs common_at: the label of the variant whose throughput that phase "
                              "runs at")
+        if self.common_at is not None and self.common_ops == 0:
+            raise ValueError(f"common_at is {self.common_at!r} but common_ops is 0: give the common phase's "
+                             "operations, or leave common_at out")
         return self
 
     def time_s(self, throughput: float, common_throughput: float) -> float:
