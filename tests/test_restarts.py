@@ -58,7 +58,12 @@ def test_a_restarted_thread_is_a_new_task_to_numa_balancing():
     (proc, group), = nb.groups.items()
     tid = min(group.tasks)
     assert nb.tasks[tid].total > 0 and nb.t_pref[tid] >= 0
+    faulted_last = nb.l_tid == tid
+    assert faulted_last.any()
     sim.policy.restarted(tid, sim.view)
+    # Its pages' last faults are an exited task's (another pid to the next one), not the new task's.
+    assert (nb.l_tid[faulted_last] == nb.dead).all() and not (nb.l_tid == tid).any() and nb.t_group[nb.dead] == -1
+    assert nb.t_born[tid] == sim.view.thread_cpu_time()[tid] > 0  # its scan delay counts from now
     assert tid not in group.tasks and tid not in nb.tasks and tid not in nb.t_order.tolist()
     assert nb.t_pref[tid] == -1 and not nb.t_known[tid] and nb.t_group[tid] == -1 and nb.t_total[tid] == 0
     members = [nb.tasks[t] for t in group.tasks]
@@ -66,13 +71,53 @@ def test_a_restarted_thread_is_a_new_task_to_numa_balancing():
     assert group.total == pytest.approx(sum(t.total for t in members))
 
 
-def test_a_restart_costs_a_cold_cache():
-    # Restarts every 200 ms on a pinned, compute-bound pod: nothing moves but the caches start cold.
-    pinned = [{"label": "ts", "policy": "taskset", "options": {"cpus": ["0-3"]}}]
-    cold = run_small(_data(200, pinned, cache_footprint_mib=16)).run("ts").throughput
-    warm = run_small(_data(None, pinned, cache_footprint_mib=16)).run("ts").throughput
-    small = run_small(_data(200, pinned, cache_footprint_mib=0)).run("ts").throughput
-    assert cold < 0.99 * warm and small == pytest.approx(warm, rel=1e-6)  # (rounding of the re-queueing)
+def test_a_new_thread_reloads_its_cache_unless_it_starts_on_its_predecessors_core():
+    from numasim.sim import layout
+    from numasim.sim.perf import LINE
+
+    sim = simulate(_data(None, [{"label": "cfs", "policy": "cfs"}], cache_footprint_mib=16))
+    m, F = sim.machine, sim._F
+    tid = 0
+    cpu = int(sim.t_cpu[tid])
+    same_core = [c for c in range(m.n_cpus) if m.cpu_core[c] == m.cpu_core[cpu]]
+    far = next(c for c in range(m.n_cpus) if m.cpu_node[c] != m.cpu_node[cpu])
+    F[layout.F_DEBT, tid] = 0.0
+    sim._cold_cache(tid, same_core[-1], cpu)
+    assert F[layout.F_DEBT, tid] == 0.0  # its predecessor's core: the cache is warm
+    sim._cold_cache(tid, far, cpu)
+    cold = (16 * 2**20 / LINE) * float(sim.r_latency[tid]) / max(F[layout.F_MLP, tid], 1.0)
+    assert F[layout.F_DEBT, tid] == pytest.approx(cold)  # another node's core: the whole footprint
+    sim._cold_cache(tid, far, cpu)
+    assert F[layout.F_DEBT, tid] == pytest.approx(cold)  # a debt replaced, not piled up
+
+
+def test_restarts_keep_a_throttled_pod_running():
+    # Threads held by the pod's CPU limit at a restart are queued again (held while throttled).
+    limited = [{"label": "k8s", "policy": "k8s"}]
+    def ops(restart):
+        data = _data(restart, limited, duration="4s")
+        data["pods"][0]["cpu_limit"] = 1.5
+        return run_small(data).run("k8s").throughput
+    assert ops(500) == pytest.approx(ops(None), rel=0.05)
+    assert ops(537.3) == pytest.approx(ops(None), rel=0.05)
+
+
+def test_thinking_and_waiting_threads_restart_too():
+    for requests in ({"mode": "closed", "ops": 30, "think_ms": 20}, {"mode": "open", "ops": 30, "rate_per_s": 50}):
+        sim = simulate(_data(1000, [{"label": "cfs", "policy": "cfs"}], requests=requests))
+        log = np.array(sim.placements, dtype=np.int64).reshape(-1, 3)
+        for at in (1000 * MS, 2000 * MS):
+            assert sorted(log[log[:, 0] == at, 1].tolist()) == [0, 1, 2, 3], requests
+        assert np.asarray(sim.c_ops).sum() > 0
+
+
+def test_the_engine_tells_the_policy_of_each_restart(monkeypatch):
+    from numasim.policies.cfs import CFS
+
+    seen = []
+    monkeypatch.setattr(CFS, "restarted", lambda self, tid, sim: seen.append((sim.now, tid)))
+    simulate(_data(1000, NUMAB))
+    assert sorted(seen) == [(at * MS, t) for at in (1000, 2000, 3000) for t in range(4)]  # (3 s: the last instant)
 
 
 def test_restarts_count_in_the_run_budget():

@@ -150,9 +150,9 @@ class WorkloadProfile(Spec):
         default=None, gt=0, le=1e9,
         description="every this long, each process's worker threads end and new threads take their places (a "
                     "benchmark that starts its threads anew at each measurement point, as SPECjbb2005 does): each "
-                    "new thread is placed as a new thread by the policy, starts with a cold cache and with no "
-                    "NUMA-balancing statistics, and takes over its predecessor's memory and work; none: threads "
-                    "live for the whole run (docs/model.md, Threads started anew)",
+                    "new thread is placed as a new thread by the policy, reloads its cache unless it starts on its "
+                    "predecessor's core, has no NUMA-balancing statistics yet, and takes over its predecessor's "
+                    "memory and work; none: threads live for the whole run (docs/model.md, Threads started anew)",
     )
     gc_threads: int | None = Field(
         default=None, ge=0, le=1024,

@@ -259,7 +259,7 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
 
     def restarted(self, tid: int, sim: "View") -> None:
         if self.numab is not None:
-            self.numab.forget(tid)
+            self.numab.forget(tid, float(sim.thread_cpu_time()[tid]))
 
     def wake(self, tid: int, waker_cpu: int | None, sim: "View") -> int:
         """``select_task_rq_fair`` for a wakeup: wake_affine, then select_idle_sibling (:mod:`.rules`)."""

@@ -136,7 +136,10 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
         self.t_loc = np.zeros((n_threads, 3))
         self.t_seq = np.zeros(n_threads, dtype=np.int64)
         self.t_pref = np.full(n_threads, -1, dtype=np.int64)
-        self.t_group = np.full(n_threads, -1, dtype=np.int64)
+        # One more than the threads: the last stands for a task that exited (DEAD below), in no group.
+        self.t_group = np.full(n_threads + 1, -1, dtype=np.int64)
+        self.dead = n_threads  # a last fault by a task that exited: another pid's, to whoever faults next
+        self.t_born = np.zeros(n_threads)  # CPU time (ns) its thread id had when the task began (0: at the start)
         self.t_known = np.zeros(n_threads, dtype=np.bool_)  # whether the task has statistics (self.tasks) yet
         self.t_retry = np.zeros(n_threads, dtype=np.int64)  # when the task may next try to move to its node
         self.t_period = np.zeros(n_threads)  # its scan period (ms)
@@ -170,14 +173,17 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
             self.t_order = np.append(self.t_order, tid)
         return self.tasks[tid]
 
-    def forget(self, tid: int) -> None:
+    def forget(self, tid: int, cpu_time_ns: float) -> None:
         """Thread ``tid`` exited and a new one takes its id: ``task_numa_free`` takes the old task's faults
         out of its group's and leaves the group; the new task starts as ``init_numa_balancing`` starts a
-        thread (no faults, no preferred node, no group, the scan delay as its period). Its process's scan
-        state (the mm's) and the pages' last faults stay: a page the old task faulted last counts as the
-        new one's own (the kernel's cpupid would name another pid; 3.8 keeps only the node)."""
+        thread (no faults, no preferred node, no group, the scan delay as its period, counted in its own CPU
+        time from now: ``cpu_time_ns``, the id's so far). Its process's scan state (the mm's) stays, and the
+        pages the old task faulted last keep that fault's node, by a task that exited (:attr:`dead`): to the
+        next to fault them, another pid's, as the kernel's cpupid would be (shared, and no group to join)."""
         if self.t_pref is None:
             return  # nothing known yet: the arrays come at the first tick
+        self.l_tid[self.l_tid == tid] = self.dead
+        self.t_born[tid] = cpu_time_ns
         task = self.tasks.pop(tid, None)
         if task is not None:
             proc = self.group_of.pop(tid, None)
@@ -283,7 +289,7 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
                 free = self.tier.free if self.tier is not None else np.array(sim.node_free(), dtype=np.int64)
             for tid in runners:
                 task = self._task(tid)
-                if cpu_time[tid] > task.node_stamp + self.t_period[tid] * MS:
+                if cpu_time[tid] - self.t_born[tid] > task.node_stamp + self.t_period[tid] * MS:
                     if self.era == ERA_38:
                         reset = now > mm.reset  # numa_next_reset
                         if reset:
@@ -292,7 +298,7 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
                             self.t_period[tid] = self.o.scan_period_min_ms
                     elif task.node_stamp == 0.0:
                         self.t_period[tid] = self._scan_start(sim.process_memory(proc), tid)
-                    task.node_stamp = cpu_time[tid]
+                    task.node_stamp = cpu_time[tid] - self.t_born[tid]
                     self.next_scan[proc] = now + int(self.t_period[tid] * MS)
                     out += self._scan(proc, members, mm, sim, miss, alive, free)
                     break
@@ -441,8 +447,8 @@ class NumaBalancing(ScanPeriod, TaskMoves, Groups):
         prev_tid, prev_nid = int(self.l_tid[off]), int(self.l_nid[off])
         self.l_tid[off], self.l_nid[off] = tid, cpu_nid
         priv = 1 if prev_tid < 0 or prev_tid == tid else 0
-        if not priv and self.era != ERA_38:  # (3.8 had no groups)
-            self._join(tid, proc, prev_tid)
+        if not priv and self.era != ERA_38 and prev_tid != self.dead:  # (3.8 had no groups; an exited task
+            self._join(tid, proc, prev_tid)  # is no longer running anywhere: task_numa_group's no_join)
         if self.t_seq[tid] != mm.seq:
             self._placement(tid, mm, sim)  # task_numa_fault folds the last pass's faults first (once per pass)
         local = mem_nid == cpu_nid

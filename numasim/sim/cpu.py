@@ -159,8 +159,9 @@ class CpuRuntime:
                 foot = min(foot, self._scratch.kf[layout.K_L2])
             self._F[layout.F_DEBT, tid] += (foot / LINE) * extra / max(self._F[layout.F_MLP, tid], 1.0)
 
-    def _block(self, tid: int) -> None:
-        """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the policy for work."""
+    def _block(self, tid: int, idle: bool = True) -> None:
+        """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the
+        policy for work (``idle=False``: the caller does, once it has taken off all it takes off)."""
         cpu = self.t_cpu[tid]
         self._ctlv[layout.NOW] = self.env.now
         need = events.block(*self._core_args, tid, 0)
@@ -168,7 +169,7 @@ class CpuRuntime:
             self._after_core()
             need = events.block(*self._core_args, tid, 1)
         self._reshare_finish(need)
-        if self.nr[cpu] == 0:
+        if idle and self.nr[cpu] == 0:
             self._idle(cpu)
 
     def _idle(self, cpu: int) -> None:

@@ -239,25 +239,31 @@ class Drivers:
 
     def _restarts(self, pod: PodInstance, members: tuple[int, ...]):
         """Every ``restart_interval_ms`` the process's workers end and new threads take their places
-        (docs/model.md, Threads started anew). The ones working (not touching their memory first, not in
-        a pause, not waiting for a request) are taken off their CPUs at once; then each, in order, is
+        (docs/model.md, Threads started anew): those past their start-up touch, whether running,
+        held by the pod's CPU limit, thinking, waiting for a request or in a pause. The runnable ones
+        are all taken off their CPUs before any CPU left idle balances; then each, in order, is
         forgotten by the policy (``Policy.restarted``) and placed as a new thread (``Policy.place``:
-        the first from where it ran, the others forked from the pod's first thread), and starts with a
-        cold cache: it reloads its footprint at its own miss latency there. A thread in its think time
-        is placed the same way and wakes there when the think time ends."""
+        the first from where it ran, the others forked from the pod's first thread), with a cold cache
+        (:meth:`_cold_cache`). The runnable ones are queued there (held, if the pod is throttled); the
+        others wake there when their think time, request or pause ends."""
         interval = max(int(pod.profile.restart_interval_ms * 1e6), 1)
         while True:
             yield self.env.timeout(interval)
             if pod.status != "running":
                 return
-            ready = [t for t in members if self.t_phase[t] == WORK and not self.t_paused[t] and not self.t_waiting[t]]
-            running = set()
+            ready = [t for t in members if self.t_phase[t] == WORK]
+            runnable, left = set(), set()
             for tid in ready:
-                self._release_hold(tid)
-                if self.t_active[tid]:
-                    running.add(tid)
-                    self._block(tid)
+                if self.t_held[tid]:
+                    self._release_hold(tid)
+                    runnable.add(tid)
+                elif self.t_active[tid]:
+                    runnable.add(tid)
+                    left.add(int(self.t_cpu[tid]))
+                    self._block(tid, idle=False)
+            placed = []
             for k, tid in enumerate(ready):
+                old = int(self.t_cpu[tid])
                 self.policy.restarted(tid, self.view)
                 if k:
                     self._set_cpu(tid, -1)  # a new thread: place() forks it from the pod's first thread
@@ -265,21 +271,37 @@ class Drivers:
                 self._check_place(tid, cpu, "place")
                 self._set_cpu(tid, cpu)
                 self._log_place(self.env.now, tid, cpu)
-                if tid not in running:
+                self._cold_cache(tid, old, cpu)
+                if tid not in runnable:
                     continue
                 if self.q_throttled[self.t_pod[tid]]:
                     self.t_held[tid] = True
                     self._held_from[tid] = self.now
                     continue
                 self._integrate(self._on_cpus([cpu]))
-                self._set_tau(np.array([tid]))
-                foot = self._F[layout.F_FOOT, tid]  # a cold cache: the whole footprint at its own latency
-                self._F[layout.F_DEBT, tid] += (foot / LINE) * float(self.r_latency[tid]) / max(self._F[layout.F_MLP, tid], 1.0)
                 self.t_last[tid] = self.now
                 self._enqueue(tid, cpu)
                 self._update_cpus([cpu], integrated=True)
                 self._dirty = True
-                self._reschedule((tid,))
+                placed.append(tid)
+            if placed:
+                self._reschedule(tuple(placed))
+            for cpu in sorted(left):
+                if self.nr[cpu] == 0:
+                    self._idle(cpu)
+
+    def _cold_cache(self, tid: int, old: int, cpu: int) -> None:
+        """A new thread's cache is cold: it reloads its footprint at its own miss latency on ``cpu`` (one
+        that shares its predecessor's last core finds it there; one that shares its LLC reloads its L2
+        only), as a debt that replaces what the predecessor still owed for an earlier move."""
+        foot = self._F[layout.F_FOOT, tid]
+        if old >= 0 and self.machine.cpu_core[old] == self.machine.cpu_core[cpu]:
+            foot = 0.0
+        elif old >= 0 and self._cpu_llc[old] == self._cpu_llc[cpu]:
+            foot = min(foot, self._scratch.kf[layout.K_L2])
+        self._set_tau(np.array([tid]))
+        cold = (foot / LINE) * float(self.r_latency[tid]) / max(self._F[layout.F_MLP, tid], 1.0)
+        self._F[layout.F_DEBT, tid] = max(self._F[layout.F_DEBT, tid], cold)
 
     def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
         """Stop-the-world pauses (a JVM's safepoints): every thread of one process blocks at once."""
