@@ -60,3 +60,28 @@ def test_numa_balancing_groups_threads_by_process():
 def test_more_processes_than_threads_is_refused():
     with pytest.raises(numasim.ScenarioError, match="processes"):
         numasim.from_dict(_pod(PRIVATE, 7))
+
+
+def test_each_process_is_execd_by_the_pods_first_and_its_threads_fork_from_its_own_first(monkeypatch):
+    # sched_balance_find_dst_cpu: another process of the pod is exec'd (SD_BALANCE_EXEC) from the CPU of
+    # the pod's first thread, which started it; a thread is cloned (a fork) from its own process's main thread.
+    from numasim.policies.cfs import CFS
+
+    calls = []
+    real = CFS.find_dst_cpu
+
+    def spy(self, cpu, nr, allowed, fork=True):
+        out = real(self, cpu, nr, allowed, fork)
+        calls.append((cpu, fork, out))
+        return out
+
+    monkeypatch.setattr(CFS, "find_dst_cpu", spy)
+    data = _pod({**PRIVATE, "requests": None}, 2, threads=4, policies=[{"label": "cfs", "policy": "cfs"}])
+    data["duration"], data["warmup"] = "200ms", "0s"
+    sim = simulate(data)
+    assert sim.view.processes == ((0, (0, 1)), (0, (2, 3)))
+    (s0, f0, c0), (s1, f1, c1), (s2, f2, c2), (s3, f3, c3) = calls[:4]  # threads 0-3, in the order they start
+    assert not f0  # the pod's first: exec'd from the runtime's CPU
+    assert (s1, f1) == (c0, True)  # its process's second: forked from it
+    assert (s2, f2) == (c0, False)  # the second process's first: exec'd from the pod's first thread's CPU
+    assert (s3, f3) == (c2, True)  # and its second thread: forked from its own process's first

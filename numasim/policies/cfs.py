@@ -245,15 +245,19 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         nr = np.array(sim.nr_running)
         allowed = sim.affinity(tid)
         pod = sim.pods[int(sim.thread_pod[tid])]
+        first = sim.processes[int(sim.thread_process[tid])][1][0]  # its process's first (main) thread
         fork = True
         if cpu_of[tid] >= 0:
-            start = int(cpu_of[tid])  # displaced by an affinity change
+            start = int(cpu_of[tid])  # displaced by an affinity change, or started anew where it ran
         elif tid == pod.tids[0] or cpu_of[pod.tids[0]] < 0:
             # exec of the pod's first process from the container runtime's CPU
             start = int(self.rng.integers(self.machine.n_cpus))
             fork = False
+        elif tid == first or cpu_of[first] < 0:
+            start = int(cpu_of[pod.tids[0]])  # exec of another process, started by the pod's first
+            fork = False
         else:
-            start = int(cpu_of[pod.tids[0]])  # fork from the main thread
+            start = int(cpu_of[first])  # fork from its process's main thread
         self._started = True
         return self.find_dst_cpu(start, nr, allowed, fork)
 

@@ -243,7 +243,7 @@ class Drivers:
         held by the pod's CPU limit, thinking, waiting for a request or in a pause. The runnable ones
         are all taken off their CPUs before any CPU left idle balances; then each, in order, is
         forgotten by the policy (``Policy.restarted``) and placed as a new thread (``Policy.place``:
-        the first from where it ran, the others forked from the pod's first thread), with a cold cache
+        the first from where it ran, the others forked from it), with a cold cache
         (:meth:`_cold_cache`). The runnable ones are queued there (held, if the pod is throttled); the
         others wake there when their think time, request or pause ends."""
         interval = max(int(pod.profile.restart_interval_ms * 1e6), 1)
@@ -266,7 +266,7 @@ class Drivers:
                 old = int(self.t_cpu[tid])
                 self.policy.restarted(tid, self.view)
                 if k:
-                    self._set_cpu(tid, -1)  # a new thread: place() forks it from the pod's first thread
+                    self._set_cpu(tid, -1)  # a new thread: place() forks it from its process's first
                 cpu = self._id(self.policy.place(tid, self.view), "place()'s CPU", "place")
                 self._check_place(tid, cpu, "place")
                 self._set_cpu(tid, cpu)
