@@ -346,7 +346,8 @@ def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share
     if pr.pause_interval_ms is not None:
         per_s += 2.0 * (threads + 1) / max(pr.pause_interval_ms / 1e3, 1e-9)  # every thread blocks and wakes
     if pr.restart_interval_ms is not None:
-        per_s += 2.0 * threads / max(pr.restart_interval_ms / 1e3, 1e-9)  # every worker ends and starts anew
+        shortest = min(pr.restart_interval_ms) if isinstance(pr.restart_interval_ms, list) else pr.restart_interval_ms
+        per_s += 2.0 * threads / max(shortest / 1e3, 1e-9)  # every worker ends and starts anew, at the shortest interval
     return per_s
 
 

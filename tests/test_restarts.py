@@ -126,3 +126,11 @@ def test_restarts_count_in_the_run_budget():
         return estimate(sc, select_variants(sc, ["nb"]), None, False).events
 
     assert events(0.01) > 10 * events(None)  # a hundred restarts a second: far more work, refused if too much
+
+
+def test_a_list_of_intervals_restarts_at_each_in_turn_the_last_repeating():
+    # A benchmark's points of different lengths (SPECjbb2005: short points below the expected peak, then long).
+    sim = simulate(_data([300, 200, 1000], [{"label": "cfs", "policy": "cfs"}]))
+    log = np.array(sim.placements, dtype=np.int64).reshape(-1, 3)
+    at = sorted(set(log[log[:, 0] > 0, 0].tolist()))
+    assert at == [300 * MS, 500 * MS, 1500 * MS, 2500 * MS]

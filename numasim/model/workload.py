@@ -146,10 +146,13 @@ class WorkloadProfile(Spec):
         description="mean time between stop-the-world pauses in which all of a pod's threads block at once (a JVM's GC safepoints); none: no pauses",
     )
     pause_ms: float = Field(default=20.0, gt=0, le=1e6, description="mean length of a stop-the-world pause")
-    restart_interval_ms: float | None = Field(
-        default=None, gt=0, le=1e9,
+    restart_interval_ms: (Annotated[float, Field(gt=0, le=1e9)]
+                          | Annotated[list[Annotated[float, Field(gt=0, le=1e9)]], Field(min_length=1, max_length=10_000)]
+                          | None) = Field(
+        default=None,
         description="every this long, each process's worker threads end and new threads take their places (a "
-                    "benchmark that starts its threads anew at each measurement point, as SPECjbb2005 does): each "
+                    "benchmark that starts its threads anew at each measurement point, as SPECjbb2005 does; a list: "
+                    "the successive intervals, the last one repeating, for points of different lengths): each "
                     "new thread is placed as a new thread by the policy, reloads its cache unless it starts on its "
                     "predecessor's core, has no NUMA-balancing statistics yet, and takes over its predecessor's "
                     "memory and work; none: threads live for the whole run (docs/model.md, Threads started anew)",

@@ -238,7 +238,8 @@ class Drivers:
                 self._start_arrivals(p)
 
     def _restarts(self, pod: PodInstance, members: tuple[int, ...]):
-        """Every ``restart_interval_ms`` the process's workers end and new threads take their places
+        """Every ``restart_interval_ms`` (or after each of its intervals in turn, the last repeating) the
+        process's workers end and new threads take their places
         (docs/model.md, Threads started anew): those past their start-up touch, whether running,
         held by the pod's CPU limit, thinking, waiting for a request or in a pause. The runnable ones
         are all taken off their CPUs before any CPU left idle balances; then each, in order, is
@@ -246,9 +247,12 @@ class Drivers:
         the first from where it ran, the others forked from it), with a cold cache
         (:meth:`_cold_cache`). The runnable ones are queued there (held, if the pod is throttled); the
         others wake there when their think time, request or pause ends."""
-        interval = max(int(pod.profile.restart_interval_ms * 1e6), 1)
+        given = pod.profile.restart_interval_ms
+        intervals = [max(int(ms * 1e6), 1) for ms in (given if isinstance(given, list) else [given])]
+        done = 0  # restarts so far
         while True:
-            yield self.env.timeout(interval)
+            yield self.env.timeout(intervals[min(done, len(intervals) - 1)])  # a list's last interval repeats
+            done += 1
             if pod.status != "running":
                 return
             ready = [t for t in members if self.t_phase[t] == WORK]
