@@ -221,6 +221,7 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         self._cpu_masks: dict[frozenset[int], np.ndarray] = {}
         self._no_mask = np.zeros(0, dtype=np.bool_)
         self._started = False
+        self._proc_first: dict[int, int] = {}  # by process: its first thread (_first_of_process)
         self._next = 0
         self._stats_cache: dict[tuple[int, int], tuple] = {}
         self._moves_done = 0
@@ -245,7 +246,6 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
         nr = np.array(sim.nr_running)
         allowed = sim.affinity(tid)
         pod = sim.pods[int(sim.thread_pod[tid])]
-        first = sim.processes[int(sim.thread_process[tid])][1][0]  # its process's first (main) thread
         fork = True
         if cpu_of[tid] >= 0:
             start = int(cpu_of[tid])  # displaced by an affinity change, or started anew where it ran
@@ -253,13 +253,24 @@ class CFS(LoadBalancer, ForkPlacement, Policy):
             # exec of the pod's first process from the container runtime's CPU
             start = int(self.rng.integers(self.machine.n_cpus))
             fork = False
-        elif tid == first or cpu_of[first] < 0:
-            start = int(cpu_of[pod.tids[0]])  # exec of another process, started by the pod's first
-            fork = False
         else:
-            start = int(cpu_of[first])  # fork from its process's main thread
+            first = self._first_of_process(tid, sim)  # its process's first (main) thread
+            if tid == first or cpu_of[first] < 0:
+                start = int(cpu_of[pod.tids[0]])  # exec of another process, started by the pod's first
+                fork = False
+            else:
+                start = int(cpu_of[first])  # fork from its process's main thread
         self._started = True
         return self.find_dst_cpu(start, nr, allowed, fork)
+
+    def _first_of_process(self, tid: int, sim: "View") -> int:
+        """The first thread of ``tid``'s process (its workers come first), kept per process: processes do
+        not change once their pod has arrived."""
+        proc = int(sim.thread_process[tid])
+        first = self._proc_first.get(proc)
+        if first is None:
+            first = self._proc_first[proc] = sim.processes[proc][1][0]
+        return first
 
     def restarted(self, tid: int, sim: "View") -> None:
         if self.numab is not None:

@@ -244,7 +244,7 @@ class Drivers:
         held by the pod's CPU limit, thinking, waiting for a request or in a pause. The runnable ones
         are all taken off their CPUs before any CPU left idle balances; then each, in order, is
         forgotten by the policy (``Policy.restarted``) and placed as a new thread (``Policy.place``:
-        the first from where it ran, the others forked from it), with a cold cache
+        the first from where it ran, the others forked from their process's first thread), with a cold cache
         (:meth:`_cold_cache`). The runnable ones are queued there (held, if the pod is throttled); the
         others wake there when their think time, request or pause ends."""
         given = pod.profile.restart_interval_ms
