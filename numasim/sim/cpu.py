@@ -154,10 +154,18 @@ class CpuRuntime:
         cpu, old = self.t_cpu[tid], self._ctlv[layout.PREV]
         extra = float(self.r_latency[tid]) - float(self._CF[layout.CF_LAT, cpu])
         if extra > 0.0:
-            foot = self._F[layout.F_FOOT, tid]
-            if self._cpu_llc[old] == self._cpu_llc[cpu]:  # one LLC over both nodes (SNC): only the L2 is lost
-                foot = min(foot, self._scratch.kf[layout.K_L2])
-            self._F[layout.F_DEBT, tid] += (foot / LINE) * extra / max(self._F[layout.F_MLP, tid], 1.0)
+            self._F[layout.F_DEBT, tid] += self._refill_ns(tid, old, cpu, extra)
+
+    def _refill_ns(self, tid: int, old: int, cpu: int, latency_ns: float) -> float:
+        """The stall of reloading what ``tid``'s cache loses going from CPU ``old`` to ``cpu``, each
+        line at ``latency_ns``, its misses overlapped as its stream overlaps them: nothing on the same
+        core, its L2 within one LLC (one LLC over both nodes with SNC), else its whole footprint."""
+        foot = self._F[layout.F_FOOT, tid]
+        if self.machine.cpu_core[old] == self.machine.cpu_core[cpu]:
+            return 0.0
+        if self._cpu_llc[old] == self._cpu_llc[cpu]:
+            foot = min(foot, self._scratch.kf[layout.K_L2])
+        return (foot / LINE) * latency_ns / max(self._F[layout.F_MLP, tid], 1.0)
 
     def _block(self, tid: int, idle: bool = True) -> None:
         """Take a running thread off its runqueue (:func:`numasim.sim.events.block`); an idle CPU then asks the

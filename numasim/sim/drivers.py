@@ -14,7 +14,6 @@ from ..errors import PolicyError
 from . import arrivals, layout
 from .arrivals import interarrival
 from .layout import STREAM_ARRIVALS, STREAM_PAUSES, STREAM_PICKS, STREAM_PULL  # noqa: F401 (named here for tests)
-from .perf import LINE
 from .quota import CFS_PERIOD_NS
 from .state import TOUCH, WORK
 from .trace import PodInstance
@@ -298,13 +297,8 @@ class Drivers:
         """A new thread's cache is cold: it reloads its footprint at its own miss latency on ``cpu`` (one
         that shares its predecessor's last core finds it there; one that shares its LLC reloads its L2
         only), as a debt that replaces what the predecessor still owed for an earlier move."""
-        foot = self._F[layout.F_FOOT, tid]
-        if old >= 0 and self.machine.cpu_core[old] == self.machine.cpu_core[cpu]:
-            foot = 0.0
-        elif old >= 0 and self._cpu_llc[old] == self._cpu_llc[cpu]:
-            foot = min(foot, self._scratch.kf[layout.K_L2])
         self._set_tau(np.array([tid]))
-        cold = (foot / LINE) * float(self.r_latency[tid]) / max(self._F[layout.F_MLP, tid], 1.0)
+        cold = self._refill_ns(tid, old, cpu, float(self.r_latency[tid]))  # (a working thread has run: old >= 0)
         self._F[layout.F_DEBT, tid] = max(self._F[layout.F_DEBT, tid], cold)
 
     def _pauses(self, pod: PodInstance, members: tuple[int, ...]):
