@@ -1,9 +1,14 @@
 """What a run will cost, estimated before it starts, and refused above a budget.
 
 The estimate is deliberately simple and errs high. Simulated events come from threads and
-time. A thread makes about 80-90 events per simulated second in the shipped scenarios and
-the scaling benchmark (``benchmarks/bench.py``: pacific 77, 448 two-thread pods on 8x56
-cores 88), so 100 is used; the scheduler's tick (``hz`` a second; a policy from outside numasim
+time. A thread that blocks (its work comes in requests, or it waits for a lock) makes about 80-90
+events per simulated second in the shipped scenarios and the scaling benchmark
+(``benchmarks/bench.py``: pacific 77, 448 two-thread pods on 8x56 cores 88), so 100 is used. A
+thread that never blocks makes almost none of its own: it runs at a rate until a balancer moves
+it (session 38: 0.2-10 events a thread-second over every validation case and 80 runs of 6 to 64
+such threads on 16 CPUs, with CFS, NUMA balancing, ESXi every 1 ms, taskset, numactl and CPU
+quotas, nearly all of them the machine's ticks, counted apart), so 10 is used; its first touch
+is an event each 64 MiB (``TOUCH_STEP``), counted by the pods' memory. The scheduler's tick (``hz`` a second; a policy from outside numasim
 the 10,000 a second it may ask for at most), the rate solve's refresh (every 25 ms) and each
 sample are an event too. An event costs 17-41 us of CPU on the
 benchmark machine (docs/performance-history.md), so 40 is used. The periodic balancer's work grows
@@ -13,8 +18,7 @@ host, then cxl-tiering's 224 CPUs), 0.45 ms with two threads pinned to each of h
 of a 2 x 28-core SMT machine, so 0.5 ms is used. A policy that rebalances every
 ``rebalance_period`` (ESXi) does work at each of its ticks: 2.8-6.6 us per CPU measured at
 a 1 ms period on 16- and 32-CPU machines, so 10 us is used. Measured against every shipped
-scenario and validation case (session 22): events 1.4-440x the run's, CPU 3-170x (threads
-that never block make far fewer than 100 events a second).
+scenario and validation case by ``benchmarks/bench_budget.py`` (docs/performance.md, "The run budget's estimate").
 Workloads can ask for more: a request costs about two events (pacific: 128,180 events for
 61,749 requests, everything included), at most as many per second as a thread can finish
 (its think time plus the request's operations at idle memory latency and its share of the
@@ -76,11 +80,13 @@ from .model.workload import WorkloadProfile
 from .policies.api import CHUNK, MAX_TICKS_PER_S
 from .policies.numab_period import MAX_SCAN_WINDOW_MB_S
 from .sim.rates import REFRESH_NS
+from .sim.cpu import TOUCH_STEP
 from .sim.sampling import MIN_SAMPLES
 
 __all__ = ["Estimate", "estimate", "combine", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
-EVENTS_PER_THREAD_S = 100.0
+EVENTS_PER_THREAD_S = 100.0  # a thread that blocks (requests, a lock)
+EVENTS_PER_RUNNING_THREAD_S = 10.0  # a thread that never blocks
 DEFAULT_TICKS_PER_S = 1000.0  # a policy's ticks a second when its options say neither hz nor a rebalance period
 NUMAB_TICKS_PER_S = 100.0  # NUMA balancing's own tick (every 10 ms), apart from the scheduler's
 REFRESHES_PER_S = 1e9 / REFRESH_NS  # the rate solve's refresh, an event each
@@ -205,7 +211,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
             queued += overload_s * p.replicas * p.threads * _closed_requests_per_s(pr, machine, share)
         n = spec.replications
         runs += n
-        events += (n * dur_s + ladder_s) * per_s
+        events += (n * dur_s + ladder_s) * per_s + n * sum(p.replicas * p.memory for p in pods) / TOUCH_STEP
         limited = sum(p.replicas * k for p, k in zip(pods, pod_threads) if p.cpus < k) if _may_throttle(v) else 0
         if limited:
             quota_s += (n * dur_s + ladder_s) * per_s * (
@@ -338,8 +344,10 @@ def _domain_bytes(machine: Machine) -> float:
 
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:
     """Events per simulated second of one pod: its threads' slices and wake-ups, its requests, its pauses."""
-    per_thread = max(EVENTS_PER_THREAD_S, EVENTS_PER_REQUEST * _closed_requests_per_s(pr, machine, share))
     req = pr.requests
+    blocks = req is not None or pr.lock_cycles_per_op > 0
+    per_thread = max(EVENTS_PER_THREAD_S if blocks else EVENTS_PER_RUNNING_THREAD_S,
+                     EVENTS_PER_REQUEST * _closed_requests_per_s(pr, machine, share))
     per_s = threads * per_thread
     if req is not None and req.mode == "open":
         per_s += EVENTS_PER_REQUEST * req.rate_per_s  # arrivals, whether or not the threads keep up

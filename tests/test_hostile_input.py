@@ -249,11 +249,15 @@ def test_the_estimate_errs_high_on_the_reference_scenario():
 
 
 @pytest.mark.parametrize("name", ["pacific.yaml", "autonuma.yaml", "governor.yaml", "k8s-topology.yaml",
-                                  "cxl-tiering.yaml", "likwid-smt-load-1core-mem-rome", "likwid-load-snc-domain-vs-1core-clx"])
+                                  "cxl-tiering.yaml", "likwid-smt-load-1core-mem-rome", "likwid-load-snc-domain-vs-1core-clx",
+                                  "numa01-thread-alloc-numab-vs-idle-milan", "specjbb-4jvm-numab-vs-none-r810",
+                                  "autonuma-jbb-8node-eight-instances-numab-vs-none"])
 def test_the_estimate_counts_no_fewer_events_than_a_run_makes(name):
-    # Events are counted, not timed: each shipped scenario's variants (and two validation cases of one
+    # Events are counted, not timed: each shipped scenario's variants (and validation cases of one
     # thread that never blocks on a large machine, where ticks, refreshes and samples are most of the
-    # events), run a second past the warm-up, make no more events than the estimate says.
+    # events, and of many such threads: 256 on Milan's 256 CPUs with NUMA balancing, four SPECjbb JVMs
+    # started anew every 30 s, eight on the 8-node DL980), run a second past the warm-up, make no more
+    # events than the estimate says.
     from numasim.runner import _simulate
     from numasim.validation import _scenario, load_cases
 
@@ -282,6 +286,30 @@ def test_the_estimate_counts_every_kind_of_tick(policy):
         pods=[{"name": "app", "threads": 1, "memory": "1GiB", "profile": "stream"}]))
     _, _, trace = _simulate(s, s.variants[0], 1, None)
     assert estimate(s, [s.variants[0]], None, False).events / s.spec.replications >= trace.n_events
+
+
+@pytest.mark.parametrize("policy", [
+    {"label": "x", "policy": "cfs", "options": {"numa_balancing": True}},
+    {"label": "x", "policy": "esxi", "options": {"rebalance_period": "1ms"}},
+    {"label": "x", "policy": "taskset", "options": {"cpus": ["0-3"]}},  # 64 threads stacked on 4 CPUs
+])
+@pytest.mark.parametrize("replicas", [2, 16])
+def test_threads_that_never_block_make_no_more_events_than_estimated(policy, replicas):
+    # Threads without requests run at a rate until something moves them: the estimate gives them 10
+    # events a second each, not a blocking thread's 100; overcommitted (64 on 16 CPUs), stacked by
+    # affinity or rebalanced every millisecond, they make no more.
+    from numasim.runner import _simulate
+
+    from .conftest import small_scenario
+
+    s = from_dict(small_scenario(
+        machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "64GiB", "smt": True},
+        workloads={"w": {"base": "java-transactions", "requests": None, "touch": "work", "touch_gbps": 1.0}},
+        policies=[policy], duration="4s", warmup="1s",
+        pods=[{"name": "app", "replicas": replicas, "threads": 4, "memory": "2GiB", "profile": "w"}]))
+    _, _, trace = _simulate(s, s.variants[0], 1, None)
+    est = estimate(s, [s.variants[0]], None, False).events / s.spec.replications
+    assert trace.n_events <= est < 10 * trace.n_events
 
 
 def test_a_machine_past_the_modelled_size_is_refused(tmp_path, capsys):
