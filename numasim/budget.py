@@ -15,7 +15,10 @@ benchmark machine (docs/performance-history.md), so 40 is used. The periodic bal
 with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated
 second per CPU and level over the shipped scenarios (session 22; the most on the 112-CPU k8s
 host, then cxl-tiering's 224 CPUs), 0.45 ms with two threads pinned to each of half the cores
-of a 2 x 28-core SMT machine, so 0.5 ms is used. A policy that rebalances every
+of a 2 x 28-core SMT machine, so 0.5 ms is used. Where every CPU stays busy (numasim's CFS, at least as many threads as CPUs, none
+ever blocking, all there from the start: :func:`_always_busy`), each balances at its busy interval,
+``busy_factor`` (32) times its idle one, so that figure is divided by it: 0.0024-0.0044 ms measured
+(all of the run's CPU) on the 8-node DL980 and 2-socket Milan cases so counted (session 38). A policy that rebalances every
 ``rebalance_period`` (ESXi) does work at each of its ticks: 2.8-6.6 us per CPU measured at
 a 1 ms period on 16- and 32-CPU machines, so 10 us is used. Measured against every shipped
 scenario and validation case by ``benchmarks/bench_budget.py`` (docs/performance.md, "The run budget's estimate").
@@ -222,7 +225,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         if "report" in outputs:
             balancer_s += n_pods * REPORT_CPU_S_PER_POD  # (the report shows each variant's first seed)
         balancer_s += n * _domains_cpu_s(machine)  # built by each run
-        balancer_s += (n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
+        balancer_s += ((n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
+                       / (v.options.busy_factor if _always_busy(v, pods, profiles, machine) else 1))
         balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         if _ours(v):
             balancer_s += (n * dur_s + ladder_s) * _numab_cpu_s_per_s(v.options, pods, machine)
@@ -262,6 +266,26 @@ def _cpuset_ids(options, n_cpus: int) -> int:
 def _ours(v: Variant) -> bool:
     """Whether a variant's policy is one of numasim's (a plug-in's ticks and quotas are not known ahead)."""
     return v.policy.__module__.startswith("numasim.")
+
+
+def _blocks(pr: WorkloadProfile) -> bool:
+    """Whether a profile's threads block: their work comes in requests, or they wait for a lock."""
+    return pr.requests is not None or pr.lock_cycles_per_op > 0
+
+
+def _always_busy(v: Variant, pods: list, profiles: dict, machine: Machine) -> bool:
+    """Whether every CPU stays busy, so that each balances at its busy interval (``busy_factor`` times
+    its idle one): numasim's CFS (no affinity, no quota) with at least as many threads as CPUs, every one
+    there from the start and never blocking (no requests, locks, pauses, nor a main thread's touch to
+    wait for), and memory that fits the machine (no OOM kill leaves CPUs idle)."""
+    if not _ours(v) or v.policy.name != "cfs" or any(p.start > 0 or p.stagger > 0 for p in pods):
+        return False
+    if any(_blocks(pr) or pr.pause_interval_ms is not None or pr.touch == "main"
+           for pr in (profiles[p.profile] for p in pods)):
+        return False
+    if sum(p.replicas * p.memory for p in pods) > int(machine.node_memory.sum()):
+        return False
+    return sum(p.replicas * p.threads for p in pods) >= machine.n_cpus
 
 
 def _may_throttle(v: Variant) -> bool:
@@ -345,8 +369,7 @@ def _domain_bytes(machine: Machine) -> float:
 def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:
     """Events per simulated second of one pod: its threads' slices and wake-ups, its requests, its pauses."""
     req = pr.requests
-    blocks = req is not None or pr.lock_cycles_per_op > 0
-    per_thread = max(EVENTS_PER_THREAD_S if blocks else EVENTS_PER_RUNNING_THREAD_S,
+    per_thread = max(EVENTS_PER_THREAD_S if _blocks(pr) else EVENTS_PER_RUNNING_THREAD_S,
                      EVENTS_PER_REQUEST * _closed_requests_per_s(pr, machine, share))
     per_s = threads * per_thread
     if req is not None and req.mode == "open":

@@ -197,8 +197,9 @@ def test_the_estimate_limits_cpu_quota_bookkeeping_only_where_a_limit_binds(tmp_
 def test_the_estimate_counts_staggered_arrivals_each_solving_the_threads_already_there():
     # Pods 1 ns apart each re-solve every running thread's rates: quadratic in the pods, where
     # pods arriving together share one solve (2,500 one-thread pods: 7.4 s against 5.3 s measured).
+    # (Threads that block: the balancer's work is then counted alike, whether every CPU stays busy or not.)
     def cost(replicas, stagger):
-        pod = {"name": "p", "replicas": replicas, "threads": 1, "memory": "16MiB", "profile": "cpu-bound",
+        pod = {"name": "p", "replicas": replicas, "threads": 1, "memory": "16MiB", "profile": "java-transactions",
                "stagger": stagger}
         s = from_dict({**BASE, "pods": [pod]})
         return estimate(s, list(s.variants), None, False).cpu_seconds
@@ -310,6 +311,33 @@ def test_threads_that_never_block_make_no_more_events_than_estimated(policy, rep
     _, _, trace = _simulate(s, s.variants[0], 1, None)
     est = estimate(s, [s.variants[0]], None, False).events / s.spec.replications
     assert trace.n_events <= est < 10 * trace.n_events
+
+
+def test_the_balancer_is_counted_at_its_busy_interval_only_where_every_cpu_stays_busy():
+    # 16 CPUs: 4 pods of 4 threads that never block keep every CPU busy under CFS; anything that can
+    # leave a CPU idle (fewer threads, affinity, pauses, a late pod, blocking threads) keeps the worst case.
+    from numasim.budget import _always_busy
+
+    from .conftest import small_scenario
+
+    def busy(replicas=4, policy=None, pod=None, **profile):
+        s = from_dict(small_scenario(
+            machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "64GiB", "smt": True},
+            workloads={"w": {"base": "java-transactions", "requests": None, "pause_interval_ms": None, **profile}},
+            policies=[policy or {"label": "x", "policy": "cfs", "options": {"numa_balancing": True}}],
+            pods=[{"name": "app", "replicas": replicas, "threads": 4, "memory": "2GiB", "profile": "w", **(pod or {})}]))
+        v = s.variants[0]
+        return _always_busy(v, s.pods_of(v), s.profiles_of(v), s.machine_of(v))
+
+    assert busy()
+    assert not busy(replicas=3)
+    assert not busy(policy={"label": "x", "policy": "taskset", "options": {"cpus": ["0-15"]}})
+    assert not busy(policy={"label": "x", "policy": "numactl"})
+    assert not busy(pause_interval_ms=1000.0)
+    assert not busy(touch="main")
+    assert not busy(requests={"mode": "closed", "ops": 10, "think_ms": 1.0})
+    assert not busy(pod={"stagger": "1ms"})
+    assert not busy(pod={"memory": "40GiB"})  # 160 GiB on 128: an OOM kill may leave CPUs idle
 
 
 def test_a_machine_past_the_modelled_size_is_refused(tmp_path, capsys):
