@@ -1,72 +1,78 @@
 """What a run will cost, estimated before it starts, and refused above a budget.
 
-The estimate is deliberately simple and errs high. Simulated events come from threads and
-time. A thread that blocks (its work comes in requests, or it waits for a lock) makes about 80-90
-events per simulated second in the shipped scenarios and the scaling benchmark
-(``benchmarks/bench.py``: pacific 77, 448 two-thread pods on 8x56 cores 88), so 100 is used. A
-thread that never blocks makes almost none of its own: it runs at a rate until a balancer moves
-it (session 38: 0.2-10 events a thread-second over every validation case and 80 runs of 6 to 64
-such threads on 16 CPUs, with CFS, NUMA balancing, ESXi every 1 ms, taskset, numactl and CPU
-quotas, nearly all of them the machine's ticks, counted apart), so 10 is used; its first touch
-is an event each 64 MiB (``TOUCH_STEP``), counted by the pods' memory. The scheduler's tick (``hz`` a second; a policy from outside numasim
-the 10,000 a second it may ask for at most), the rate solve's refresh (every 25 ms) and each
-sample are an event too. An event costs 17-41 us of CPU on the
+The estimate is deliberately simple and errs high. Simulated events come from threads and time. A
+thread that blocks (its work comes in requests, or it waits for a lock) makes about 80-90 events per
+simulated second in the shipped scenarios and the scaling benchmark (``benchmarks/bench.py``:
+pacific 77, 448 two-thread pods on 8x56 cores 88), so 100 is used. A thread that never blocks makes
+almost none of its own: it runs at a rate until a balancer moves it (session 38: 0.2-10 events a
+thread-second over every validation case and 80 runs of 6 to 64 such threads on 16 CPUs, with CFS,
+NUMA balancing, ESXi every 1 ms, taskset, numactl and CPU quotas, nearly all of them the machine's
+ticks, counted apart), so 10 is used, unless a CPU limit below its threads may throttle its pod
+(each throttle and unthrottle is an event: 10-18 a second measured for a pod of one such thread
+limited to 1m, session 38's review), where it counts as a blocking thread. Its first touch is an
+event each 64 MiB (``TOUCH_STEP``), counted by the pods' memory. The scheduler's tick (``hz`` a
+second; a policy from outside numasim the 10,000 a second it may ask for at most), the rate solve's
+refresh (every 25 ms) and each sample are an event too. An event costs 17-41 us of CPU on the
 benchmark machine (docs/performance-history.md), so 40 is used. The periodic balancer's work grows
-with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated
-second per CPU and level over the shipped scenarios (session 22; the most on the 112-CPU k8s
-host, then cxl-tiering's 224 CPUs), 0.45 ms with two threads pinned to each of half the cores
-of a 2 x 28-core SMT machine, so 0.5 ms is used. Where every CPU stays busy (numasim's CFS, at least as many threads as CPUs, none
-ever blocking, all there from the start: :func:`_always_busy`), each balances at its busy interval,
-``busy_factor`` (32) times its idle one, so that figure is divided by it: 0.0024-0.0044 ms measured
-(all of the run's CPU) on the 8-node DL980 and 2-socket Milan cases so counted (session 38). A policy that rebalances every
-``rebalance_period`` (ESXi) does work at each of its ticks: 2.8-6.6 us per CPU measured at
-a 1 ms period on 16- and 32-CPU machines, so 10 us is used. Measured against every shipped
-scenario and validation case by ``benchmarks/bench_budget.py`` (docs/performance.md, "The run budget's estimate").
-Workloads can ask for more: a request costs about two events (pacific: 128,180 events for
-61,749 requests, everything included), at most as many per second as a thread can finish
-(its think time plus the request's operations at idle memory latency and its share of the
-CPUs); an open pod's arrivals are events whatever its threads can take, and queue when they
-cannot; a stop-the-world pause blocks and wakes every thread of its pod. Each sample costs
-about 0.4 ms plus 0.5 us per sampled value (measured: 2 threads on 44 CPUs 0.4 ms, 80 threads
-on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run allocates and keeps: the samples
-(the sampled values, plus about 4 KiB each for the time series built from them: measured
-4.3 and 16.5 KiB a sample on the same two scenarios), queued requests, the chunk store
-(24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
-measurement window) and the random numbers drawn ahead for its arrivals (16 KiB). The samples
-are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs
-fewer of them than its ``sample_interval`` asks. The calling process keeps every variant's first-seed
-series in the result, and an output built from them takes more (``OUTPUT_COPIES``): that is
-checked against the memory limit too; the report takes about 2.7 ms of CPU per pod and variant
-(session 31: 2,500 one-thread pods, two variants, 13.7 s), so 3 ms is used. The scheduling domains (every policy is counted
-as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
+with the machine's CPUs and domain levels, busy or idle: 0.004-0.082 ms of CPU a simulated second
+per CPU and level over the shipped scenarios (session 22; the most on the 112-CPU k8s host, then
+cxl-tiering's 224 CPUs), 0.45 ms with two threads pinned to each of half the cores of a 2 x 28-core
+SMT machine, so 0.5 ms is used. Where every CPU stays busy (numasim's CFS without NUMA balancing, at
+least as many threads as CPUs, none ever blocking or restarting, all there from the start:
+:func:`_always_busy`), each balances at its busy interval, ``busy_factor`` (16, or 32 for kernels
+before 5.10) times its idle one, so that figure is divided by it: 0.0044 ms measured (all of the
+run's CPU) on the Milan case so counted and about 0.005 ms on 384 CPUs (session 38). NUMA
+balancing's task moves and restarts leave CPUs idle for a while (0.13 ms and 1.2-5 ms measured on
+384 CPUs), so neither is divided. A policy that rebalances every ``rebalance_period`` (ESXi) does
+work at each of its ticks: 2.8-6.6 us per CPU measured at a 1 ms period on 16- and 32-CPU machines,
+so 10 us is used. Measured against every shipped scenario and validation case by
+``benchmarks/bench_budget.py`` (docs/performance.md, "The run budget's estimate"). Workloads can ask
+for more: a request costs about two events (pacific: 128,180 events for 61,749 requests, everything
+included), at most as many per second as a thread can finish (its think time plus the request's
+operations at idle memory latency and its share of the CPUs); an open pod's arrivals are events
+whatever its threads can take, and queue when they cannot; a stop-the-world pause blocks and wakes
+every thread of its pod. Each sample costs about 0.4 ms plus 0.5 us per sampled value (measured: 2
+threads on 44 CPUs 0.4 ms, 80 threads on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run
+allocates and keeps: the samples (the sampled values, plus about 4 KiB each for the time series
+built from them: measured 4.3 and 16.5 KiB a sample on the same two scenarios), queued requests, the
+chunk store (24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
+measurement window) and the random numbers drawn ahead for its arrivals (16 KiB). The samples are at
+most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs fewer of
+them than its ``sample_interval`` asks. The calling process keeps every variant's first-seed series
+in the result, and an output built from them takes more (``OUTPUT_COPIES``): that is checked against
+the memory limit too; the report takes about 2.7 ms of CPU per pod and variant (session 31: 2,500
+one-thread pods, two variants, 13.7 s), so 3 ms is used. The scheduling domains (every policy is
+counted as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
 (node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
-session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and
-the distances between nodes. Building them costs each run 20 us per CPU and level and 2 us per CPU of a
-span (measured: up to 10 and 1, session 30).
-A pod whose CPU limit is below its threads can be throttled (CFS bandwidth control): every
-change of a CPU's load then recomputes when each limited pod sharing it runs out of quota,
-measured (session 28, 250 and 1,000 one-thread pods of 1m on 8 CPUs) at about 60 us a
-reshare plus 0.5 us per limited thread on the CPU, about 3 reshares a simulated event; the
-estimate's events are already several times a run's (7x here), so 60 us plus 0.5 us per
-limited thread a CPU is added to each (estimated 6.3 and 34 s for those runs' 5.2 and 19 s),
-for variants that can set a quota: the kubelet's with ``cfs_quota`` on, and policies from
-outside numasim.
-Every pod's arrival costs about 1 ms whatever the duration (admission, memory regions, placing
-its threads: 0.9 ms measured at 2,500 one-thread pods), and pods arriving at distinct times
-(a ``stagger``) each re-solve the rates of the threads already running: about 1 us a thread
-(session 29: 2,500 and 5,000 pods 1 ns apart cost 2.2 and 11 s more than at once), so a
-staggered group adds replicas x half the threads x 1 us.
-NUMA balancing scans each process at most every tick (10 ms) and at most every shortest scan
-period (``scan_period_min_ms`` over the process's scan windows, never under ``scan_size_mb`` at
-2,560 MB/s): about 150 us of CPU a scan (session 31: 4,096 one-thread processes scanned every
-tick, 360,811 scans in 62 s). With memory tiering, each chunk of a scan on a slow node is a
-fault in Python (about 30 us), and a tick that must make room demotes after walking every
-chunk on that node (160 ns a chunk measured, 200 ns used; once per CPU node and tick with a
-scan). All three are counted at their most (every process at its shortest period, every scanned
-chunk slow, a walk in each tick with a scan): NUMA balancing's scans as measured, tiering
-several times high (56 pods bound to one node of the Sapphire Rapids + CXL preset: 59 s
-estimated for 4.7 s, session 31's review; its slow-tier chunks are a tenth of those scanned).
-"""
+session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and the
+distances between nodes. Building them costs each run 20 us per CPU and level and 2 us per CPU of a
+span (measured: up to 10 and 1, session 30). A pod whose CPU limit is below its threads can be
+throttled (CFS bandwidth control): every change of a CPU's load then recomputes when each limited
+pod sharing it runs out of quota, measured (session 28, 250 and 1,000 one-thread pods of 1m on 8
+CPUs) at about 60 us a reshare plus 0.5 us per limited thread on the CPU, about 3 reshares a
+simulated event; the estimate's events are already several times a run's (7x here), so 60 us plus
+0.5 us per limited thread a CPU is added to each (estimated 6.3 and 34 s for those runs' 5.2 and 19
+s), for variants that can set a quota: the kubelet's with ``cfs_quota`` on, and policies from
+outside numasim. Every pod's arrival costs about 1 ms whatever the duration (admission, memory
+regions: 0.9 ms measured at 2,500 one-thread pods) and each of its threads about 0.5 ms more
+(placing it: 0.14-0.39 ms measured on 112 and 384 CPUs, 250 pods of 40 threads and 2,500 of 4,
+session 38), plus 4 us for each thread per CPU of the machine: placing a thread re-solves its CPU's
+runqueue, which on an SMT machine walks every thread queued there (on a 2 x 28-core SMT machine 0.35
+ms a thread at 4 threads a CPU, 0.54 ms at 89, 1.0 ms at 357: 1.9 us more for each). A thread
+started anew (``restart_interval_ms``) is placed again: 0.10-0.14 ms measured on the same machines,
+so 0.2 ms is used besides its two events, plus the same 4 us per thread a CPU. And pods arriving at
+distinct times (a ``stagger``) each re-solve the rates of the threads already running: about 1 us a
+thread (session 29: 2,500 and 5,000 pods 1 ns apart cost 2.2 and 11 s more than at once), so a
+staggered group adds replicas x half the threads x 1 us. NUMA balancing scans each process at most
+every tick (10 ms) and at most every shortest scan period (``scan_period_min_ms`` over the process's
+scan windows, never under ``scan_size_mb`` at 2,560 MB/s): about 150 us of CPU a scan (session 31:
+4,096 one-thread processes scanned every tick, 360,811 scans in 62 s). With memory tiering, each
+chunk of a scan on a slow node is a fault in Python (about 30 us), and a tick that must make room
+demotes after walking every chunk on that node (160 ns a chunk measured, 200 ns used; once per CPU
+node and tick with a scan). All three are counted at their most (every process at its shortest
+period, every scanned chunk slow, a walk in each tick with a scan): NUMA balancing's scans as
+measured, tiering several times high (56 pods bound to one node of the Sapphire Rapids + CXL preset:
+59 s estimated for 4.7 s, session 31's review; its slow-tier chunks are a tenth of those scanned)."""
 
 from __future__ import annotations
 
@@ -114,6 +120,9 @@ SAMPLE_CPU_S_PER_VALUE = 5e-7
 # one-thread pods. Arrivals at distinct times (a stagger) each re-solve the rates of the threads
 # already there: 0.7-1.1 us a thread measured at 2,500 and 5,000 pods 1 ns apart.
 ARRIVAL_CPU_S = 1e-3
+ARRIVAL_CPU_S_PER_THREAD = 5e-4  # placing each of its threads
+PLACE_CPU_S_PER_QUEUED = 4e-6  # and for each thread a CPU (the runqueue each placement re-solves)
+RESTART_CPU_S_PER_THREAD = 2e-4  # placing a thread started anew, besides its two events
 ARRIVAL_SOLVE_CPU_S_PER_THREAD = 1e-6
 SAMPLE_BYTES_PER_VALUE = 8 * 1.25  # the arrays, and the series built from them
 SAMPLE_BYTES = 4096  # per sample, whatever its size
@@ -205,9 +214,13 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
         per_s = (_ticks_per_s(v.options) if _ours(v) else MAX_TICKS_PER_S) + REFRESHES_PER_S
         queued = 0.0
+        restarts_s = 0.0  # CPU seconds a simulated second of placing restarted threads
+        place_s = PLACE_CPU_S_PER_QUEUED * threads / machine.n_cpus  # placing one thread, beyond its fixed cost
         for p, k in zip(pods, pod_threads):
             pr = profiles[p.profile]
-            per_s += p.replicas * _pod_events_per_s(pr, k, machine, share)
+            per_s += p.replicas * _pod_events_per_s(pr, k, machine, share, _may_throttle(v) and p.cpus < k)
+            if pr.restart_interval_ms is not None:
+                restarts_s += p.replicas * p.threads / (_shortest_restart_ms(pr) / 1e3) * (RESTART_CPU_S_PER_THREAD + place_s)
             if pr.requests is not None and pr.requests.mode == "open":
                 queued += p.replicas * pr.requests.rate_per_s * dur_s
             # Levels above 1 offer more than the threads reached: the queue grows by the excess.
@@ -221,7 +234,9 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
                 QUOTA_CPU_S_PER_EVENT + QUOTA_CPU_S_PER_LIMITED_THREAD * limited / machine.n_cpus)
         # Pods arriving together share one solve; a staggered group arrives at as many times as replicas.
         solves = sum(p.replicas if p.stagger > 0 else 1 for p in pods)
-        arrival_s += n * (n_pods * ARRIVAL_CPU_S + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
+        arrival_s += n * (n_pods * ARRIVAL_CPU_S + threads * (ARRIVAL_CPU_S_PER_THREAD + place_s)
+                          + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
+        balancer_s += (n * dur_s + ladder_s) * restarts_s
         if "report" in outputs:
             balancer_s += n_pods * REPORT_CPU_S_PER_POD  # (the report shows each variant's first seed)
         balancer_s += n * _domains_cpu_s(machine)  # built by each run
@@ -275,12 +290,16 @@ def _blocks(pr: WorkloadProfile) -> bool:
 
 def _always_busy(v: Variant, pods: list, profiles: dict, machine: Machine) -> bool:
     """Whether every CPU stays busy, so that each balances at its busy interval (``busy_factor`` times
-    its idle one): numasim's CFS (no affinity, no quota) with at least as many threads as CPUs, every one
-    there from the start and never blocking (no requests, locks, pauses, nor a main thread's touch to
-    wait for), and memory that fits the machine (no OOM kill leaves CPUs idle)."""
+    its idle one): numasim's CFS (no affinity, no quota) without NUMA balancing (whose task moves leave
+    CPUs idle for a while), with at least as many threads as CPUs, every one there from the start and
+    never blocking (no requests, locks, pauses, restarts, nor a main thread's touch to wait for), and
+    memory that fits the machine (no OOM kill leaves CPUs idle)."""
+    o = v.options
     if not _ours(v) or v.policy.name != "cfs" or any(p.start > 0 or p.stagger > 0 for p in pods):
         return False
-    if any(_blocks(pr) or pr.pause_interval_ms is not None or pr.touch == "main"
+    if getattr(o, "numa_balancing", False) is True or getattr(o, "numa_balancing_tiering", False) is True:
+        return False
+    if any(_blocks(pr) or pr.pause_interval_ms is not None or pr.restart_interval_ms is not None or pr.touch == "main"
            for pr in (profiles[p.profile] for p in pods)):
         return False
     if sum(p.replicas * p.memory for p in pods) > int(machine.node_memory.sum()):
@@ -366,10 +385,11 @@ def _domain_bytes(machine: Machine) -> float:
     return _spans(machine) * DOMAIN_BYTES_PER_CPU + 8.0 * wake
 
 
-def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float) -> float:
-    """Events per simulated second of one pod: its threads' slices and wake-ups, its requests, its pauses."""
+def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share: float, limited: bool) -> float:
+    """Events per simulated second of one pod: its threads' slices and wake-ups, its requests, its pauses
+    (``limited``: a CPU quota below its threads may throttle it, and each throttle is an event)."""
     req = pr.requests
-    per_thread = max(EVENTS_PER_THREAD_S if _blocks(pr) else EVENTS_PER_RUNNING_THREAD_S,
+    per_thread = max(EVENTS_PER_THREAD_S if _blocks(pr) or limited else EVENTS_PER_RUNNING_THREAD_S,
                      EVENTS_PER_REQUEST * _closed_requests_per_s(pr, machine, share))
     per_s = threads * per_thread
     if req is not None and req.mode == "open":
@@ -377,9 +397,14 @@ def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share
     if pr.pause_interval_ms is not None:
         per_s += 2.0 * (threads + 1) / max(pr.pause_interval_ms / 1e3, 1e-9)  # every thread blocks and wakes
     if pr.restart_interval_ms is not None:
-        shortest = min(pr.restart_interval_ms) if isinstance(pr.restart_interval_ms, list) else pr.restart_interval_ms
-        per_s += 2.0 * threads / max(shortest / 1e3, 1e-9)  # every worker ends and starts anew, at the shortest interval
+        per_s += 2.0 * threads / (_shortest_restart_ms(pr) / 1e3)  # every worker ends and starts anew, at the shortest interval
     return per_s
+
+
+def _shortest_restart_ms(pr: WorkloadProfile) -> float:
+    """A profile's shortest interval between restarts (its field may list several), at least a simulated nanosecond."""
+    given = pr.restart_interval_ms
+    return max(min(given) if isinstance(given, list) else given, 1e-6)
 
 
 def _closed_requests_per_s(pr: WorkloadProfile, machine: Machine, share: float) -> float:

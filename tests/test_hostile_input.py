@@ -188,8 +188,10 @@ def test_the_estimate_limits_cpu_quota_bookkeeping_only_where_a_limit_binds(tmp_
     free = from_dict({**BASE, "pods": [base], "policies": kubelet})
     capped = from_dict({**BASE, "pods": [{**base, "cpu_limit": "10m"}], "policies": kubelet})
     cost = [[estimate(s, [v], None, False) for v in s.variants] for s in (free, capped)]
-    assert all(f.events == c.events for f, c in zip(*cost))
     # Only the kubelet with CFS quota sets one: CFS alone and --cpu-cfs-quota=false never throttle.
+    # A throttled thread blocks and wakes each period, so it counts as a thread that blocks (100 events a second).
+    assert cost[1][0].events == cost[0][0].events and cost[1][2].events == cost[0][2].events
+    assert cost[1][1].events > 5 * cost[0][1].events
     assert cost[1][1].cpu_seconds > 1.5 * cost[0][1].cpu_seconds
     assert cost[1][0].cpu_seconds == cost[0][0].cpu_seconds and cost[1][2].cpu_seconds == cost[0][2].cpu_seconds
 
@@ -324,7 +326,7 @@ def test_the_balancer_is_counted_at_its_busy_interval_only_where_every_cpu_stays
         s = from_dict(small_scenario(
             machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "64GiB", "smt": True},
             workloads={"w": {"base": "java-transactions", "requests": None, "pause_interval_ms": None, **profile}},
-            policies=[policy or {"label": "x", "policy": "cfs", "options": {"numa_balancing": True}}],
+            policies=[policy or {"label": "x", "policy": "cfs"}],
             pods=[{"name": "app", "replicas": replicas, "threads": 4, "memory": "2GiB", "profile": "w", **(pod or {})}]))
         v = s.variants[0]
         return _always_busy(v, s.pods_of(v), s.profiles_of(v), s.machine_of(v))
@@ -333,11 +335,68 @@ def test_the_balancer_is_counted_at_its_busy_interval_only_where_every_cpu_stays
     assert not busy(replicas=3)
     assert not busy(policy={"label": "x", "policy": "taskset", "options": {"cpus": ["0-15"]}})
     assert not busy(policy={"label": "x", "policy": "numactl"})
+    assert not busy(policy={"label": "x", "policy": "cfs", "options": {"numa_balancing": True}})  # task moves idle CPUs
+    assert not busy(restart_interval_ms=100.0)
     assert not busy(pause_interval_ms=1000.0)
     assert not busy(touch="main")
     assert not busy(requests={"mode": "closed", "ops": 10, "think_ms": 1.0})
     assert not busy(pod={"stagger": "1ms"})
     assert not busy(pod={"memory": "40GiB"})  # 160 GiB on 128: an OOM kill may leave CPUs idle
+
+
+def test_the_estimate_divides_the_balancer_by_busy_factor_where_every_cpu_stays_busy(monkeypatch):
+    # The predicate above, used: the same scenario estimated as busy and as not differs by the
+    # balancer's term times (1 - 1 / busy_factor), and by nothing else.
+    import numasim.budget as budget
+
+    from .conftest import small_scenario
+
+    s = from_dict(small_scenario(
+        machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "64GiB", "smt": True},
+        workloads={"w": {"base": "java-transactions", "requests": None, "pause_interval_ms": None}},
+        policies=[{"label": "x", "policy": "cfs"}], duration="10s",
+        pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "2GiB", "profile": "w"}]))
+    v = s.variants[0]
+    m = s.machine_of(v)
+    assert budget._always_busy(v, s.pods_of(v), s.profiles_of(v), m)
+    busy = estimate(s, [v], None, False).cpu_seconds
+    monkeypatch.setattr(budget, "_always_busy", lambda *a: False)
+    idle = estimate(s, [v], None, False).cpu_seconds
+    worst = s.spec.replications * 10.0 * m.n_cpus * budget._levels(m) * budget.BALANCER_CPU_S_PER_CPU_LEVEL_S
+    assert idle - busy == pytest.approx(worst * (1 - 1 / v.options.busy_factor), rel=1e-9)
+
+
+def test_one_thread_pods_under_a_cpu_quota_make_no_more_events_than_estimated():
+    # Session 28's hostile case: 500 never-blocking one-thread pods limited to 1m on 8 CPUs are throttled
+    # and unthrottled every period, 10-18 events a second each: counted as blocking threads (100).
+    from numasim.runner import _simulate
+
+    s = from_dict({"name": "t", "machine": {"preset": "pacific-broadwell", "cores_per_node": 4, "smt": False},
+                   "pods": [{"name": "p", "replicas": 500, "threads": 1, "memory": "16MiB", "profile": "cpu-bound",
+                             "cpu_limit": "1m"}],
+                   "duration": "2s", "warmup": "1s", "sample_interval": "1s", "policies": [{"label": "k8s", "policy": "k8s"}]})
+    _, _, trace = _simulate(s, s.variants[0], 1, None)
+    assert estimate(s, [s.variants[0]], None, False).events / s.spec.replications >= trace.n_events
+
+
+def test_first_touch_steps_are_counted_as_events():
+    # 16 threads first-touch 256 GiB in 64 MiB steps in a run whose ticks, refreshes and threads make a
+    # few hundred events: the steps make more than those (several threads' steps may end in one event,
+    # so fewer than the 4,096 counted), and the estimate, which counts them by the pods' memory, is not below.
+    from numasim.budget import TOUCH_STEP
+    from numasim.runner import _simulate
+
+    from .conftest import small_scenario
+
+    s = from_dict(small_scenario(
+        machine={"preset": "pacific-broadwell", "cores_per_node": 4, "memory_per_node": "160GiB"},
+        workloads={"w": {"base": "cpu-bound", "touch_gbps": 40.0}},
+        policies=[{"label": "x", "policy": "cfs", "options": {"hz": 100}}], duration="2s", warmup="1s",
+        pods=[{"name": "app", "replicas": 4, "threads": 4, "memory": "64GiB", "profile": "w"}]))
+    _, _, trace = _simulate(s, s.variants[0], 1, None)
+    est = estimate(s, [s.variants[0]], None, False).events / s.spec.replications
+    steps = 4 * 64 * 2**30 / TOUCH_STEP
+    assert est - steps < trace.n_events <= est
 
 
 def test_a_machine_past_the_modelled_size_is_refused(tmp_path, capsys):
