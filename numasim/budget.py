@@ -26,53 +26,62 @@ balancing's task moves and restarts leave CPUs idle for a while (0.13 ms and 1.2
 384 CPUs), so neither is divided. A policy that rebalances every ``rebalance_period`` (ESXi) does
 work at each of its ticks: 2.8-6.6 us per CPU measured at a 1 ms period on 16- and 32-CPU machines,
 so 10 us is used. Measured against every shipped scenario and validation case by
-``benchmarks/bench_budget.py`` (docs/performance.md, "The run budget's estimate"). Workloads can ask
-for more: a request costs about two events (pacific: 128,180 events for 61,749 requests, everything
-included), at most as many per second as a thread can finish (its think time plus the request's
-operations at idle memory latency and its share of the CPUs); an open pod's arrivals are events
-whatever its threads can take, and queue when they cannot; a stop-the-world pause blocks and wakes
-every thread of its pod. Each sample costs about 0.4 ms plus 0.5 us per sampled value (measured: 2
-threads on 44 CPUs 0.4 ms, 80 threads on 112 CPUs 1.0 ms, 1,700 values). Memory is what a run
-allocates and keeps: the samples (the sampled values, plus about 4 KiB each for the time series
-built from them: measured 4.3 and 16.5 KiB a sample on the same two scenarios), queued requests, the
-chunk store (24 bytes per 2 MiB of pod memory), and per pod its response-time histograms (16 KiB per
-measurement window) and the random numbers drawn ahead for its arrivals (16 KiB). The samples are at
-most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a long run costs fewer of
-them than its ``sample_interval`` asks. The calling process keeps every variant's first-seed series
-in the result, and an output built from them takes more (``OUTPUT_COPIES``): that is checked against
-the memory limit too; the report takes about 2.7 ms of CPU per pod and variant (session 31: 2,500
-one-thread pods, two variants, 13.7 s), so 3 ms is used. The scheduling domains (every policy is
-counted as building them) keep each node's span at each NUMA level: 64 bytes for each CPU of each
-(node, level) span (2.1 GB measured for 32 million on 2,048 CPUs, 128 nodes and 245 distances,
-session 25), and the compiled wake-up placement's tables a few numbers per CPU and level and the
-distances between nodes. Building them costs each run 20 us per CPU and level and 2 us per CPU of a
-span (measured: up to 10 and 1, session 30). A pod whose CPU limit is below its threads can be
-throttled (CFS bandwidth control): every change of a CPU's load then recomputes when each limited
-pod sharing it runs out of quota, measured (session 28, 250 and 1,000 one-thread pods of 1m on 8
-CPUs) at about 60 us a reshare plus 0.5 us per limited thread on the CPU, about 3 reshares a
-simulated event; the estimate's events are already several times a run's (7x here), so 60 us plus
-0.5 us per limited thread a CPU is added to each (estimated 6.3 and 34 s for those runs' 5.2 and 19
-s), for variants that can set a quota: the kubelet's with ``cfs_quota`` on, and policies from
-outside numasim. Every pod's arrival costs about 1 ms whatever the duration (admission, memory
-regions: 0.9 ms measured at 2,500 one-thread pods) and each of its threads about 0.5 ms more
-(placing it: 0.14-0.39 ms measured on 112 and 384 CPUs, 250 pods of 40 threads and 2,500 of 4,
-session 38), plus 4 us for each thread per CPU of the machine: placing a thread re-solves its CPU's
-runqueue, which on an SMT machine walks every thread queued there (on a 2 x 28-core SMT machine 0.35
-ms a thread at 4 threads a CPU, 0.54 ms at 89, 1.0 ms at 357: 1.9 us more for each). A thread
-started anew (``restart_interval_ms``) is placed again: 0.10-0.14 ms measured on the same machines,
-so 0.2 ms is used besides its two events, plus the same 4 us per thread a CPU. And pods arriving at
-distinct times (a ``stagger``) each re-solve the rates of the threads already running: about 1 us a
-thread (session 29: 2,500 and 5,000 pods 1 ns apart cost 2.2 and 11 s more than at once), so a
-staggered group adds replicas x half the threads x 1 us. NUMA balancing scans each process at most
-every tick (10 ms) and at most every shortest scan period (``scan_period_min_ms`` over the process's
-scan windows, never under ``scan_size_mb`` at 2,560 MB/s): about 150 us of CPU a scan (session 31:
-4,096 one-thread processes scanned every tick, 360,811 scans in 62 s). With memory tiering, each
-chunk of a scan on a slow node is a fault in Python (about 30 us), and a tick that must make room
-demotes after walking every chunk on that node (160 ns a chunk measured, 200 ns used; once per CPU
-node and tick with a scan). All three are counted at their most (every process at its shortest
-period, every scanned chunk slow, a walk in each tick with a scan): NUMA balancing's scans as
-measured, tiering several times high (56 pods bound to one node of the Sapphire Rapids + CXL preset:
-59 s estimated for 4.7 s, session 31's review; its slow-tier chunks are a tenth of those scanned)."""
+``benchmarks/bench_budget.py`` (docs/performance.md, "The run budget's estimate").
+
+Workloads can ask for more: a request costs about two events (pacific: 128,180 events for 61,749
+requests, everything included), at most as many per second as a thread can finish (its think time
+plus the request's operations at idle memory latency and its share of the CPUs); an open pod's
+arrivals are events whatever its threads can take, and queue when they cannot; a stop-the-world
+pause blocks and wakes every thread of its pod. Each sample costs about 0.4 ms plus 0.5 us per
+sampled value (measured: 2 threads on 44 CPUs 0.4 ms, 80 threads on 112 CPUs 1.0 ms, 1,700 values).
+
+Memory is what a run allocates and keeps: the samples (the sampled values, plus about 4 KiB each for
+the time series built from them: measured 4.3 and 16.5 KiB a sample on the same two scenarios),
+queued requests, the chunk store (24 bytes per 2 MiB of pod memory), and per pod its response-time
+histograms (16 KiB per measurement window) and the random numbers drawn ahead for its arrivals (16
+KiB). The samples are at most the scenario's ``sample_memory`` (:mod:`numasim.sim.sampling`), so a
+long run costs fewer of them than its ``sample_interval`` asks. The calling process keeps every
+variant's first-seed series in the result, and an output built from them takes more
+(``OUTPUT_COPIES``): that is checked against the memory limit too; the report takes about 2.7 ms of
+CPU per pod and variant (session 31: 2,500 one-thread pods, two variants, 13.7 s), so 3 ms is used.
+
+The scheduling domains (every policy is counted as building them) keep each node's span at each NUMA
+level: 64 bytes for each CPU of each (node, level) span (2.1 GB measured for 32 million on 2,048
+CPUs, 128 nodes and 245 distances, session 25), and the compiled wake-up placement's tables a few
+numbers per CPU and level and the distances between nodes. Building them costs each run 20 us per
+CPU and level and 2 us per CPU of a span (measured: up to 10 and 1, session 30).
+
+A pod whose CPU limit is below its threads can be throttled (CFS bandwidth control): every change of
+a CPU's load then recomputes when each limited pod sharing it runs out of quota, measured (session
+28, 250 and 1,000 one-thread pods of 1m on 8 CPUs) at about 60 us a reshare plus 0.5 us per limited
+thread on the CPU, about 3 reshares a simulated event; the estimate's events are already several
+times a run's (7x here), so 60 us plus 0.5 us per limited thread a CPU is added to each (estimated
+6.3 and 34 s for those runs' 5.2 and 19 s), for variants that can set a quota: the kubelet's with
+``cfs_quota`` on, and policies from outside numasim.
+
+Every pod's arrival costs about 1 ms whatever the duration (admission, memory regions: 0.9 ms
+measured at 2,500 one-thread pods) and each of its threads about 0.5 ms more (placing it: 0.14-0.39
+ms measured on 112 and 384 CPUs, 250 pods of 40 threads and 2,500 of 4, session 38), plus 4 us for
+each thread per CPU of the machine: placing a thread re-solves its CPU's runqueue, which on an SMT
+machine walks every thread queued there (on a 2 x 28-core SMT machine 0.35 ms a thread at 4 threads
+a CPU, 0.54 ms at 89, 1.0 ms at 357: 1.9 us more for each). A thread started anew
+(``restart_interval_ms``) is placed again: 0.10-0.14 ms measured on the same machines, so 0.2 ms is
+used besides its two events, plus the same 4 us per thread a CPU. And pods arriving at distinct
+times (a ``stagger``) each re-solve the rates of the threads already running: about 1 us a thread
+(session 29: 2,500 and 5,000 pods 1 ns apart cost 2.2 and 11 s more than at once), so a staggered
+group adds replicas x half the threads x 1 us.
+
+NUMA balancing scans each process at most every tick (10 ms) and at most every shortest scan period
+(``scan_period_min_ms`` over the process's scan windows, never under ``scan_size_mb`` at 2,560
+MB/s): about 150 us of CPU a scan (session 31: 4,096 one-thread processes scanned every tick,
+360,811 scans in 62 s). With memory tiering, each chunk of a scan on a slow node is a fault in
+Python (about 30 us), and a tick that must make room demotes after walking every chunk on that node
+(160 ns a chunk measured, 200 ns used; once per CPU node and tick with a scan). All three are
+counted at their most (every process at its shortest period, every scanned chunk slow, a walk in
+each tick with a scan): NUMA balancing's scans as measured, tiering several times high (56 pods
+bound to one node of the Sapphire Rapids + CXL preset: 59 s estimated for 4.7 s, session 31's
+review; its slow-tier chunks are a tenth of those scanned).
+"""
 
 from __future__ import annotations
 
@@ -88,8 +97,8 @@ from .model.scenario import Scenario, Variant
 from .model.workload import WorkloadProfile
 from .policies.api import CHUNK, MAX_TICKS_PER_S
 from .policies.numab_period import MAX_SCAN_WINDOW_MB_S
-from .sim.rates import REFRESH_NS
 from .sim.cpu import TOUCH_STEP
+from .sim.rates import REFRESH_NS
 from .sim.sampling import MIN_SAMPLES
 
 __all__ = ["Estimate", "estimate", "combine", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
@@ -220,7 +229,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
             pr = profiles[p.profile]
             per_s += p.replicas * _pod_events_per_s(pr, k, machine, share, _may_throttle(v) and p.cpus < k)
             if pr.restart_interval_ms is not None:
-                restarts_s += p.replicas * p.threads / (_shortest_restart_ms(pr) / 1e3) * (RESTART_CPU_S_PER_THREAD + place_s)
+                per_restart = RESTART_CPU_S_PER_THREAD + place_s
+                restarts_s += p.replicas * p.threads / (_shortest_restart_ms(pr) / 1e3) * per_restart
             if pr.requests is not None and pr.requests.mode == "open":
                 queued += p.replicas * pr.requests.rate_per_s * dur_s
             # Levels above 1 offer more than the threads reached: the queue grows by the excess.
@@ -402,7 +412,8 @@ def _pod_events_per_s(pr: WorkloadProfile, threads: int, machine: Machine, share
 
 
 def _shortest_restart_ms(pr: WorkloadProfile) -> float:
-    """A profile's shortest interval between restarts (its field may list several), at least a simulated nanosecond."""
+    """A profile's shortest interval between restarts (its field may list several), at least a
+    simulated nanosecond."""
     given = pr.restart_interval_ms
     return max(min(given) if isinstance(given, list) else given, 1e-6)
 
