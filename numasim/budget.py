@@ -101,7 +101,7 @@ from .sim.cpu import TOUCH_STEP
 from .sim.rates import REFRESH_NS
 from .sim.sampling import MIN_SAMPLES
 
-__all__ = ["Estimate", "estimate", "combine", "check_budget", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
+__all__ = ["Estimate", "estimate", "combine", "check_budget", "PARTS", "DEFAULT_MAX_WORK_S", "MAX_MEMORY_BYTES"]
 
 EVENTS_PER_THREAD_S = 100.0  # a thread that blocks (requests, a lock)
 EVENTS_PER_RUNNING_THREAD_S = 10.0  # a thread that never blocks
@@ -152,6 +152,24 @@ DEFAULT_MAX_WORK_S = 4 * 3600.0  # estimated CPU time above which a run needs --
 MAX_MEMORY_BYTES = 8 * 2**30  # estimated memory of one simulation above which it is refused
 
 
+# What each part of the CPU estimate is, and what makes it smaller (the largest is named when a run is refused).
+PARTS = {
+    "events": ("the simulated events (threads, requests, ticks)", "shorten duration, lower replications or pods"),
+    "balancer": ("the periodic load balancer's work on every CPU, counted at its worst case unless every CPU stays busy",
+                 "shorten duration or lower replications"),
+    "numab": ("NUMA balancing's scans (and memory tiering's faults), counted at the shortest scan period",
+              "raise scan_period_min_ms or shorten duration"),
+    "samples": ("taking the samples", "use a longer sample_interval"),
+    "quota": ("the CPU quota's bookkeeping for pods whose cpu_limit is below their threads",
+              "shorten duration or give the pods fewer threads than their cpu_limit"),
+    "arrivals": ("the pods' arrivals and their threads' placement", "lower the pods or their threads"),
+    "restarts": ("placing the threads started anew (restart_interval_ms)", "use a longer restart_interval_ms"),
+    "rebalance": ("the policy's rebalancing every rebalance_period", "use a longer rebalance_period"),
+    "domains": ("building the scheduling domains", "lower replications or use a smaller machine"),
+    "report": ("building the report", "leave out --report"),
+}
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The estimated cost of running some variants of a scenario."""
@@ -160,13 +178,20 @@ class Estimate:
     events: float
     cpu_seconds: float
     run_memory_bytes: float  # the largest single simulation's
-    sample_seconds: float = 0.0  # of cpu_seconds, what taking the samples costs
     kept_bytes: float = 0.0  # what the calling process keeps: every variant's first-seed time series, and outputs
+    parts: tuple[tuple[str, float], ...] = ()  # cpu_seconds by part (PARTS' keys)
 
     def describe(self) -> str:
         plural = "s" if self.runs != 1 else ""
         return (f"{self.runs} simulation{plural}, about {_count(self.events)} events, {_duration(self.cpu_seconds)} of CPU "
                 f"in all, up to {_bytes(self.run_memory_bytes)} per simulation")
+
+    def largest(self) -> tuple[str, float]:
+        """The part of the CPU estimate that weighs most, and its share of the whole (("", 0.0) if none)."""
+        if not self.parts or self.cpu_seconds <= 0:
+            return "", 0.0
+        name, seconds = max(self.parts, key=lambda kv: kv[1])
+        return name, seconds / self.cpu_seconds
 
 
 def _count(n: float) -> str:
@@ -206,10 +231,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
     events = 0.0
     memory = 0.0
     runs = 0
-    sample_s = 0.0
-    balancer_s = 0.0
-    quota_s = 0.0
-    arrival_s = 0.0
+    parts = dict.fromkeys(PARTS, 0.0)  # CPU seconds by part, but the events' (counted at the end)
     kept = 0.0
     copies = 1.0 + sum(OUTPUT_COPIES.get(o, 0.0) for o in outputs)
     for v in variants:
@@ -240,26 +262,26 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         events += (n * dur_s + ladder_s) * per_s + n * sum(p.replicas * p.memory for p in pods) / TOUCH_STEP
         limited = sum(p.replicas * k for p, k in zip(pods, pod_threads) if p.cpus < k) if _may_throttle(v) else 0
         if limited:
-            quota_s += (n * dur_s + ladder_s) * per_s * (
+            parts["quota"] += (n * dur_s + ladder_s) * per_s * (
                 QUOTA_CPU_S_PER_EVENT + QUOTA_CPU_S_PER_LIMITED_THREAD * limited / machine.n_cpus)
         # Pods arriving together share one solve; a staggered group arrives at as many times as replicas.
         solves = sum(p.replicas if p.stagger > 0 else 1 for p in pods)
-        arrival_s += n * (n_pods * ARRIVAL_CPU_S + threads * (ARRIVAL_CPU_S_PER_THREAD + place_s)
+        parts["arrivals"] += n * (n_pods * ARRIVAL_CPU_S + threads * (ARRIVAL_CPU_S_PER_THREAD + place_s)
                           + solves * threads / 2 * ARRIVAL_SOLVE_CPU_S_PER_THREAD)
-        balancer_s += (n * dur_s + ladder_s) * restarts_s
+        parts["restarts"] += (n * dur_s + ladder_s) * restarts_s
         if "report" in outputs:
-            balancer_s += n_pods * REPORT_CPU_S_PER_POD  # (the report shows each variant's first seed)
-        balancer_s += n * _domains_cpu_s(machine)  # built by each run
-        balancer_s += ((n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
+            parts["report"] += n_pods * REPORT_CPU_S_PER_POD  # (the report shows each variant's first seed)
+        parts["domains"] += n * _domains_cpu_s(machine)  # built by each run
+        parts["balancer"] += ((n * dur_s + ladder_s) * machine.n_cpus * _levels(machine) * BALANCER_CPU_S_PER_CPU_LEVEL_S
                        / (v.options.busy_factor if _always_busy(v, pods, profiles, machine) else 1))
-        balancer_s += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
+        parts["rebalance"] += (n * dur_s + ladder_s) * _rebalances_per_s(v.options) * machine.n_cpus * REBALANCE_CPU_S_PER_CPU
         if _ours(v):
-            balancer_s += (n * dur_s + ladder_s) * _numab_cpu_s_per_s(v.options, pods, machine)
+            parts["numab"] += (n * dur_s + ladder_s) * _numab_cpu_s_per_s(v.options, pods, machine)
         n_nodes = machine.n_nodes
         row = threads * (SAMPLED_PER_THREAD + n_nodes) + n_pods * (n_nodes + 2) + machine.n_cpus + 2 * n_nodes ** 2
         # A run keeps at most sample_memory of samples (8 bytes a value), sampling less often beyond it.
         rows = min(n_samples, max(MIN_SAMPLES, spec.sample_memory // (8 * row)))
-        sample_s += n * rows * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
+        parts["samples"] += n * rows * (SAMPLE_CPU_S + row * SAMPLE_CPU_S_PER_VALUE)
         events += n * rows
         chunks = sum(p.replicas * p.memory for p in pods) / CHUNK
         windows = 1 + (len(spec.sla.levels) if with_sla and spec.sla is not None else 0)
@@ -267,8 +289,9 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         memory = max(memory, rows * (row * SAMPLE_BYTES_PER_VALUE + SAMPLE_BYTES) + chunks * 24.0 + _domain_bytes(machine)
                      + queued * QUEUED_REQUEST_BYTES + n_pods * (windows * HISTOGRAM_BYTES + POD_DRAW_BYTES)
                      + _cpuset_ids(v.options, machine.n_cpus) * CPUSET_BYTES_PER_ID)
-    return Estimate(runs=runs, events=events, cpu_seconds=events * CPU_S_PER_EVENT + balancer_s + sample_s + quota_s + arrival_s,
-                    run_memory_bytes=memory, sample_seconds=sample_s, kept_bytes=kept)
+    parts["events"] = events * CPU_S_PER_EVENT
+    return Estimate(runs=runs, events=events, cpu_seconds=sum(parts.values()), run_memory_bytes=memory, kept_bytes=kept,
+                    parts=tuple(parts.items()))
 
 
 def _cpuset_ids(options, n_cpus: int) -> int:
@@ -436,11 +459,14 @@ def _closed_requests_per_s(pr: WorkloadProfile, machine: Machine, share: float) 
 
 def combine(estimates: list[Estimate], times: float = 1.0) -> Estimate:
     """The cost of running every estimate's simulations (``times`` over): summed, the memory the largest one's."""
+    parts: dict[str, float] = {}
+    for e in estimates:
+        for name, seconds in e.parts:
+            parts[name] = parts.get(name, 0.0) + times * seconds
     return Estimate(runs=int(times * sum(e.runs for e in estimates)), events=times * sum(e.events for e in estimates),
                     cpu_seconds=times * sum(e.cpu_seconds for e in estimates),
                     run_memory_bytes=max((e.run_memory_bytes for e in estimates), default=0.0),
-                    sample_seconds=times * sum(e.sample_seconds for e in estimates),
-                    kept_bytes=max((e.kept_bytes for e in estimates), default=0.0))
+                    kept_bytes=max((e.kept_bytes for e in estimates), default=0.0), parts=tuple(parts.items()))
 
 
 def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: float | None, source: str,
@@ -455,10 +481,15 @@ def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: floa
             raise ScenarioError(Problem(flag, f"the limit must be a positive number, or None (or inf) for no limit; "
                                               f"got {repr(limit)[:40]}"), source=source)
     if max_work_s is not None and est.cpu_seconds > max_work_s:
-        longer = ("use a longer sample_interval (the samples take most of it), "
-                  if est.sample_seconds > est.cpu_seconds / 2 else "")
+        name, share = est.largest()
+        most = ""
+        if name:
+            part, smaller = PARTS[name]
+            most = f"; {share:.0%} of it is {part}"
+            if smaller != fewer:
+                fewer = f"{smaller}; or {fewer}"
         raise ScenarioError(Problem("--max-work", (
-            f"{what} estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds; {longer}"
+            f"{what} estimated at {est.describe()}, over the budget of {max_work_s:g} CPU seconds{most}; "
             f"{fewer}, or raise the budget with --max-work SECONDS")), source=source)
     if max_memory_bytes is not None and est.run_memory_bytes > max_memory_bytes:
         raise ScenarioError(Problem("--max-memory", (

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .atomic import check_target, write_all
-from .budget import estimate
+from .budget import PARTS, estimate
 from .errors import NumasimError, inert
 from .policies.registry import available_policies, broken_policies, plugin_files
 from .analysis.results import RunResult
@@ -175,7 +175,10 @@ def _cmd_validate(args, out: Console) -> int:
     out.print(f"{args.scenario}: OK - {s.name}: {m.name} ({m.n_nodes} nodes, {m.n_cpus} CPUs), "
               f"{sum(p.replicas for p in s.pods)} pods, {len(s.variants)} policy variants "
               f"({', '.join(v.label for v in s.variants)})", markup=False, highlight=False)
-    out.print(f"estimated cost: {estimate(s, list(s.variants), None, True).describe()}", highlight=False)
+    est = estimate(s, list(s.variants), None, True)
+    name, share = est.largest()
+    most = f"; {share:.0%} of it is {PARTS[name][0]}" if name else ""
+    out.print(f"estimated cost: {est.describe()}{most}", markup=False, highlight=False)
     return 0
 
 

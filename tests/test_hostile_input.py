@@ -113,16 +113,19 @@ def _java(**fields) -> dict:
 
 
 @pytest.mark.parametrize("changes, flag, words", [
-    ({"duration": "1e9s"}, "--max-work", ["estimated", "--max-work SECONDS"]),
+    ({"duration": "1e9s"}, "--max-work", ["estimated", "--max-work SECONDS", "% of it is the simulated events"]),
     # Each sample costs time and memory: a microsecond interval over seconds is millions of them, where
     # sample_memory allows them (by default it bounds them, sampling less often: test_sampling.py).
-    ({"sample_interval": "1ns", "sample_memory": "1TiB"}, "--max-work", ["sample_interval"]),
+    ({"sample_interval": "1ns", "sample_memory": "1TiB"}, "--max-work", ["of it is taking the samples", "use a longer sample_interval"]),
     ({"sample_interval": "1us", "sample_memory": "1TiB"}, "--max-memory", ["GiB"]),
     # Events the workload asks for: arrivals at a rate no thread keeps up with, requests of
     # next to no work with no think time, pauses every nanosecond.
     (_java(requests={"mode": "open", "rate_per_s": 1e9, "ops": 1000}), "--max-work", ["estimated"]),
     (_java(requests={"mode": "closed", "think_ms": 0, "ops": 1e-6}), "--max-work", ["estimated"]),
     (_java(pause_interval_ms=1e-6, pause_ms=1e-6), "--max-work", ["estimated"]),
+    # The refusal names the part of the estimate that weighs most, and what makes it smaller.
+    ({"duration": "1e6s", "policies": [{"label": "cfs", "policy": "esxi", "options": {"rebalance_period": "1ms"}}]},
+     "--max-work", ["of it is the policy's rebalancing every rebalance_period", "use a longer rebalance_period"]),
     # An SLA ladder whose steps last for days, at twice the rate the threads can take.
     ({"sla": {"targets_ms": [50], "levels": [0.5, 2.0], "step": "1e6s"}}, "--max-work", ["estimated"]),
     # A machine whose SLIT has ~240 distances between 256 nodes of 32 CPUs: a NUMA level per distance,
@@ -169,7 +172,8 @@ def test_the_budget_is_a_flag_and_validate_shows_the_estimate(tmp_path, capsys):
     expect_error(capsys, ["run", p, "--quiet", "--max-work", "0.001"], str(p), "--max-work", "over the budget")
     expect_error(capsys, ["run", p, "--quiet", "--max-work", "-1"], "--max-work", None, "positive")
     assert main(["validate", str(p)]) == 0
-    assert "estimated cost: " in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "estimated cost: " in text and "% of it is the" in text  # and the part that weighs most
 
 
 def test_an_absurd_estimate_reads_as_words_not_digits():
