@@ -485,7 +485,7 @@ def check_budget(est: Estimate, max_work_s: float | None, max_memory_bytes: floa
         most = ""
         if name:
             part, smaller = PARTS[name]
-            most = f"; {share:.0%} of it is {part}"
+            most = f"; {share:.0%} of it is {part}" if math.isfinite(share) else f"; most of it is {part}"
             if smaller != fewer:
                 fewer = f"{smaller}; or {fewer}"
         raise ScenarioError(Problem("--max-work", (

@@ -8,6 +8,7 @@ keeps its traceback.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -177,7 +178,7 @@ def _cmd_validate(args, out: Console) -> int:
               f"({', '.join(v.label for v in s.variants)})", markup=False, highlight=False)
     est = estimate(s, list(s.variants), None, True)
     name, share = est.largest()
-    most = f"; {share:.0%} of it is {PARTS[name][0]}" if name else ""
+    most = (f"; {share:.0%} of it is {PARTS[name][0]}" if math.isfinite(share) else f"; most of it is {PARTS[name][0]}") if name else ""
     out.print(f"estimated cost: {est.describe()}{most}", markup=False, highlight=False)
     return 0
 
