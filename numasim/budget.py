@@ -170,6 +170,8 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         profiles = scenario.profiles_of(v)
         # Every thread of a pod: its workers and its processes' collector threads (gc_threads).
         pod_threads = [p.threads + (profiles[p.profile].gc_threads or 0) * p.processes for p in pods]
+        # Pods a CPU quota may throttle: a limit below their threads, under a policy that can set one.
+        throttled = [_may_throttle(v) and p.cpus < k for p, k in zip(pods, pod_threads)]
         threads = sum(p.replicas * k for p, k in zip(pods, pod_threads))
         n_pods = sum(p.replicas for p in pods)
         share = min(1.0, machine.n_cpus / max(threads, 1))  # of a CPU, at most, for each thread
@@ -177,9 +179,9 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         queued = 0.0
         restarts_s = 0.0  # CPU seconds a simulated second of placing restarted threads
         place_s = PLACE_CPU_S_PER_QUEUED * threads / machine.n_cpus  # placing one thread, beyond its fixed cost
-        for p, k in zip(pods, pod_threads):
+        for p, k, limited in zip(pods, pod_threads, throttled):
             pr = profiles[p.profile]
-            per_s += p.replicas * _pod_events_per_s(pr, k, machine, share, _may_throttle(v) and p.cpus < k)
+            per_s += p.replicas * _pod_events_per_s(pr, k, machine, share, limited)
             if pr.restart_interval_ms is not None:
                 per_restart = RESTART_CPU_S_PER_THREAD + place_s
                 restarts_s += p.replicas * p.threads / (_shortest_restart_ms(pr) / 1e3) * per_restart
@@ -190,7 +192,7 @@ def estimate(scenario: Scenario, variants: list[Variant], duration_ns: int | Non
         n = spec.replications
         runs += n
         events += (n * dur_s + ladder_s) * per_s + n * sum(p.replicas * p.memory for p in pods) / TOUCH_STEP
-        limited = sum(p.replicas * k for p, k in zip(pods, pod_threads) if p.cpus < k) if _may_throttle(v) else 0
+        limited = sum(p.replicas * k for p, k, lim in zip(pods, pod_threads, throttled) if lim)
         if limited:
             parts["quota"] += (n * dur_s + ladder_s) * per_s * (
                 QUOTA_CPU_S_PER_EVENT + QUOTA_CPU_S_PER_LIMITED_THREAD * limited / machine.n_cpus)
